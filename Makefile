@@ -1,0 +1,45 @@
+# gracekit: `make demo` and `make test` are the two commands a newcomer needs.
+GO          ?= go
+PKGS        ?= ./...
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.6.1
+TESTFLAGS   ?=
+BENCHFLAGS  ?=
+
+.PHONY: all zookeeper build vet lint test cover tidy bench demo clean
+
+all: build test
+
+# Installs ZooKeeper (and Java) from the distribution's packages when missing.
+zookeeper:
+	@scripts/install-zookeeper.sh
+
+build:
+	$(GO) build $(PKGS)
+
+vet:
+	$(GO) vet $(PKGS)
+
+lint: vet
+	$(GO) run $(STATICCHECK) $(PKGS)
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
+
+test: zookeeper vet
+	$(GO) test -race -count=1 -timeout 20m $(TESTFLAGS) $(PKGS)
+
+cover: zookeeper
+	$(GO) test -race -count=1 -coverprofile=coverage.out $(PKGS)
+	$(GO) tool cover -func=coverage.out | tail -1
+
+tidy:
+	$(GO) mod tidy -diff
+
+# Side-by-side benchmarks against go-kit; prints BENCH lines.
+bench: zookeeper
+	$(GO) run ./bench $(BENCHFLAGS)
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+demo: zookeeper
+	$(GO) run ./examples/demo
+
+clean:
+	rm -f coverage.out

@@ -1,0 +1,398 @@
+package sd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Client defaults.
+const (
+	DefaultSessionTimeout = 10 * time.Second
+	DefaultConnectTimeout = 10 * time.Second
+	MinSessionTimeout     = 200 * time.Millisecond
+	MaxSessionTimeout     = 5 * time.Minute
+)
+
+// ErrClosed is returned by a Client, Registrar or Instancer used after Close or Stop.
+var ErrClosed = errors.New("sd: closed")
+
+// ConfigError names a configuration value that is out of range.
+type ConfigError struct {
+	Field string // e.g. "connect string", "session timeout"
+	Value string
+	Want  string // what is allowed
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("sd: invalid %s %q (%s)", e.Field, e.Value, e.Want)
+}
+
+// SessionEvent reports a change of the ZooKeeper connection or session.
+type SessionEvent struct {
+	State     zk.State
+	SessionID int64
+	Server    string
+	Time      time.Time
+}
+
+// Expired tells whether the event ends the session: ephemeral nodes are gone
+// and watches are lost.
+func (e SessionEvent) Expired() bool { return e.State == zk.StateExpired }
+
+// ClientOption configures a Client.
+type ClientOption interface{ applyClient(*clientOptions) error }
+
+type clientOptions struct {
+	sessionTimeout time.Duration
+	connectTimeout time.Duration
+	user, password string
+	logger         *slog.Logger
+	onEvent        func(SessionEvent)
+	dialer         zk.Dialer
+}
+
+type clientOptionFunc func(*clientOptions) error
+
+func (f clientOptionFunc) applyClient(o *clientOptions) error { return f(o) }
+
+// SessionTimeout sets the ZooKeeper session timeout (default 10 s, allowed
+// 200 ms to 5 min; the server may narrow it to its own min and max).
+func SessionTimeout(d time.Duration) ClientOption {
+	return clientOptionFunc(func(o *clientOptions) error {
+		if d < MinSessionTimeout || d > MaxSessionTimeout {
+			return &ConfigError{"session timeout", d.String(), fmt.Sprintf("allowed %v to %v", MinSessionTimeout, MaxSessionTimeout)}
+		}
+		o.sessionTimeout = d
+		return nil
+	})
+}
+
+// ConnectTimeout bounds how long NewClient waits for the first session
+// (default 10 s, minimum 100 ms).
+func ConnectTimeout(d time.Duration) ClientOption {
+	return clientOptionFunc(func(o *clientOptions) error {
+		if d < 100*time.Millisecond {
+			return &ConfigError{"connect timeout", d.String(), "minimum 100ms"}
+		}
+		o.connectTimeout = d
+		return nil
+	})
+}
+
+// DigestAuth authenticates the session with ZooKeeper's digest scheme. Nodes
+// the client creates are then world-readable and changeable only with these
+// credentials.
+func DigestAuth(user, password string) ClientOption {
+	return clientOptionFunc(func(o *clientOptions) error {
+		if user == "" || strings.Contains(user, ":") {
+			return &ConfigError{"digest user", user, "non-empty, without ':'"}
+		}
+		o.user, o.password = user, password
+		return nil
+	})
+}
+
+// Logger sets the client's logger. The default discards everything.
+func Logger(l *slog.Logger) ClientOption {
+	return clientOptionFunc(func(o *clientOptions) error {
+		if l == nil {
+			return &ConfigError{"logger", "nil", "a *slog.Logger"}
+		}
+		o.logger = l
+		return nil
+	})
+}
+
+// OnSessionEvent calls f for every connection and session change. f is
+// called from the ZooKeeper client's goroutine and must not block.
+func OnSessionEvent(f func(SessionEvent)) ClientOption {
+	return clientOptionFunc(func(o *clientOptions) error {
+		o.onEvent = f
+		return nil
+	})
+}
+
+// Dialer sets how connections to servers are made (zk.Dialer); tests use it
+// to record sessions (see zktest.SessionRecorder).
+func Dialer(d zk.Dialer) ClientOption {
+	return clientOptionFunc(func(o *clientOptions) error {
+		o.dialer = d
+		return nil
+	})
+}
+
+// Client is one ZooKeeper session shared by any number of Registrars and
+// Instancers. It handles a chroot, digest auth and ACLs, and turns the
+// session's state changes into SessionEvents. Its methods are safe for
+// concurrent use.
+type Client struct {
+	conn    *zk.Conn
+	servers []string
+	chroot  string
+	acl     []zk.ACL
+	opts    clientOptions
+	logger  *slog.Logger
+
+	mu       sync.Mutex
+	subs     map[int]func(SessionEvent)
+	nextSub  int
+	closed   bool
+	drained  chan struct{} // closed when the zk event channel is closed
+	closeErr sync.Once
+}
+
+// ParseConnectString splits "host:port,host:port/chroot" into its servers
+// and chroot ("" for none). A server without a port gets 2181.
+func ParseConnectString(s string) (servers []string, chroot string, err error) {
+	hosts := s
+	if i := strings.IndexByte(s, '/'); i >= 0 {
+		hosts, chroot = s[:i], s[i:]
+		if chroot == "/" {
+			chroot = ""
+		} else if err := zkValidPath(chroot); err != nil || strings.HasSuffix(chroot, "/") {
+			return nil, "", &ConfigError{"chroot", chroot, "an absolute ZooKeeper path such as /apps/prod"}
+		}
+	}
+	for _, h := range strings.Split(hosts, ",") {
+		h = strings.TrimSpace(h)
+		if h == "" {
+			continue
+		}
+		host, port, err := net.SplitHostPort(h)
+		if err != nil {
+			host, port = h, "2181"
+		}
+		p, perr := strconv.Atoi(port)
+		if host == "" || perr != nil || p < 1 || p > 65535 {
+			return nil, "", &ConfigError{"server", h, "host:port with a port from 1 to 65535"}
+		}
+		servers = append(servers, net.JoinHostPort(host, port))
+	}
+	if len(servers) == 0 {
+		return nil, "", &ConfigError{"connect string", s, "at least one host:port, e.g. zk1:2181,zk2:2181/chroot"}
+	}
+	return servers, chroot, nil
+}
+
+func zkValidPath(p string) error {
+	if !strings.HasPrefix(p, "/") || strings.Contains(p, "//") || path.Clean(p) != p {
+		return errors.New("bad path")
+	}
+	return nil
+}
+
+// NewClient connects to the ensemble in connect ("host:port,...[/chroot]")
+// and waits until a session is established or the connect timeout passes.
+func NewClient(connect string, opts ...ClientOption) (*Client, error) {
+	o := clientOptions{
+		sessionTimeout: DefaultSessionTimeout,
+		connectTimeout: DefaultConnectTimeout,
+		logger:         slog.New(slog.DiscardHandler),
+	}
+	for _, opt := range opts {
+		if err := opt.applyClient(&o); err != nil {
+			return nil, err
+		}
+	}
+	servers, chroot, err := ParseConnectString(connect)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{
+		servers: servers, chroot: chroot, opts: o,
+		logger:  o.logger.With("component", "sd.client"),
+		subs:    map[int]func(SessionEvent){},
+		drained: make(chan struct{}),
+		acl:     zk.WorldACL(zk.PermAll),
+	}
+	if o.user != "" {
+		c.acl = append(zk.WorldACL(zk.PermRead), zk.DigestACL(zk.PermAll, o.user, o.password)...)
+	}
+
+	ready := make(chan struct{})
+	var readyOnce sync.Once
+	dialer := o.dialer
+	if dialer == nil {
+		dialer = net.DialTimeout
+	}
+	conn, events, err := zk.Connect(servers, o.sessionTimeout,
+		zk.WithLogger(zkLogger{c.logger}),
+		zk.WithLogInfo(false),
+		zk.WithDialer(dialer),
+		zk.WithEventCallback(func(ev zk.Event) {
+			if ev.Type != zk.EventSession {
+				return
+			}
+			if ev.State == zk.StateHasSession {
+				readyOnce.Do(func() { close(ready) })
+			}
+			c.dispatch(SessionEvent{State: ev.State, SessionID: c.sessionID(), Server: ev.Server, Time: time.Now()})
+		}))
+	if err != nil {
+		return nil, fmt.Errorf("sd: connect %v: %w", servers, err)
+	}
+	c.conn = conn
+	// Events also go to this channel, which drops them when full; drain it
+	// so zk never blocks, and learn from its close that zk's goroutines ended.
+	go func() {
+		for range events {
+		}
+		close(c.drained)
+	}()
+
+	if o.user != "" {
+		if err := conn.AddAuth("digest", []byte(o.user+":"+o.password)); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("sd: digest auth as %q: %w", o.user, err)
+		}
+	}
+	timer := time.NewTimer(o.connectTimeout)
+	defer timer.Stop()
+	select {
+	case <-ready:
+	case <-timer.C:
+		c.Close()
+		return nil, fmt.Errorf("sd: no ZooKeeper server of %v gave a session within %v: check the connect string and that the ensemble is up: %w",
+			servers, o.connectTimeout, zk.ErrNoServer)
+	}
+	if chroot != "" {
+		if err := c.ensurePath(context.Background(), "/", false); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func (c *Client) sessionID() int64 {
+	if c.conn == nil {
+		return 0
+	}
+	return c.conn.SessionID()
+}
+
+// SessionID is the current session's id (0 while there is none).
+func (c *Client) SessionID() int64 { return c.sessionID() }
+
+// SessionTimeout is the session timeout the client asked for.
+func (c *Client) SessionTimeout() time.Duration { return c.opts.sessionTimeout }
+
+// State is the connection's current state.
+func (c *Client) State() zk.State { return c.conn.State() }
+
+// Conn is the underlying connection, for calls this package does not wrap.
+// Paths given to it are not chrooted.
+func (c *Client) Conn() *zk.Conn { return c.conn }
+
+// Servers lists the ensemble members the client knows.
+func (c *Client) Servers() []string { return append([]string(nil), c.servers...) }
+
+func (c *Client) dispatch(ev SessionEvent) {
+	c.logger.Debug("session event", "state", ev.State.String(), "session", ev.SessionID, "server", ev.Server)
+	if c.opts.onEvent != nil {
+		c.opts.onEvent(ev)
+	}
+	c.mu.Lock()
+	fns := make([]func(SessionEvent), 0, len(c.subs))
+	for _, f := range c.subs {
+		fns = append(fns, f)
+	}
+	c.mu.Unlock()
+	for _, f := range fns {
+		f(ev)
+	}
+}
+
+// subscribe registers f for session events until the returned func is
+// called. f must not block.
+func (c *Client) subscribe(f func(SessionEvent)) (cancel func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id := c.nextSub
+	c.nextSub++
+	c.subs[id] = f
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		delete(c.subs, id)
+	}
+}
+
+// full maps a client path to the server path under the chroot.
+func (c *Client) full(p string) string {
+	if c.chroot == "" {
+		return p
+	}
+	if p == "/" {
+		return c.chroot
+	}
+	return c.chroot + p
+}
+
+// ensurePath creates p and its missing parents. Parents and, when
+// container is set, p itself are CONTAINER nodes, as Curator creates them,
+// falling back to persistent nodes on servers older than 3.5.
+func (c *Client) ensurePath(ctx context.Context, p string, container bool) error {
+	full := c.full(p)
+	parts := strings.Split(strings.TrimPrefix(full, "/"), "/")
+	cur := ""
+	for i, part := range parts {
+		if part == "" {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		cur += "/" + part
+		useContainer := container || i < len(parts)-1
+		if cur == c.chroot || strings.HasPrefix(c.chroot, cur+"/") {
+			useContainer = false // the chroot itself is the operator's, not ours to let vanish
+		}
+		var err error
+		if useContainer {
+			_, err = c.conn.CreateContainer(cur, nil, zk.FlagContainer, zk.WorldACL(zk.PermAll))
+			if errors.Is(err, zk.ErrUnknown) || errors.Is(err, zk.ErrAPIError) || errors.Is(err, zk.ErrInvalidFlags) {
+				_, err = c.conn.Create(cur, nil, 0, zk.WorldACL(zk.PermAll))
+			}
+		} else {
+			_, err = c.conn.Create(cur, nil, 0, zk.WorldACL(zk.PermAll))
+		}
+		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return fmt.Errorf("sd: create %s: %w", cur, err)
+		}
+	}
+	return nil
+}
+
+// Close ends the session, which removes every ephemeral node it owns, and
+// waits for the client's goroutines to end (at most a few seconds). It is
+// idempotent.
+func (c *Client) Close() {
+	c.mu.Lock()
+	already := c.closed
+	c.closed = true
+	c.mu.Unlock()
+	if already || c.conn == nil {
+		<-c.drained
+		return
+	}
+	c.conn.Close()
+	<-c.drained
+}
+
+// zkLogger sends go-zookeeper's log lines to slog at debug level.
+type zkLogger struct{ l *slog.Logger }
+
+func (z zkLogger) Printf(format string, args ...any) {
+	z.l.Debug("zk: " + fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,334 @@
+package sd
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Codec maps between an instance and its znode: the node's name under the
+// service path and its data.
+type Codec interface {
+	// NodeName is the name of the instance's node under the service path.
+	NodeName(inst Instance) string
+	// Encode returns the node's data. inst may carry the bytes it was read
+	// from; fields this package does not know are kept from them.
+	Encode(inst Instance) ([]byte, error)
+	// Decode reads the node named child of service. A *MalformedError says
+	// why the node cannot be used; such a node is skipped, never fatal.
+	Decode(service, child string, data []byte) (Instance, error)
+}
+
+// MalformedError describes a node whose name or data cannot be read.
+type MalformedError struct {
+	Path   string
+	Reason string
+	Err    error // the underlying decoding error, if any
+}
+
+func (e *MalformedError) Error() string {
+	msg := "sd: malformed node"
+	if e.Path != "" {
+		msg += " " + e.Path
+	}
+	msg += ": " + e.Reason
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+func (e *MalformedError) Unwrap() error { return e.Err }
+
+// CuratorCodec reads and writes Apache Curator x-discovery's JSON, with
+// Spring Cloud Zookeeper's ZookeeperInstance payload, byte for byte the way
+// Spring services write it. It is the default.
+type CuratorCodec struct{}
+
+var _ Codec = CuratorCodec{}
+
+// NodeName is the instance id.
+func (CuratorCodec) NodeName(inst Instance) string { return inst.ID }
+
+type uriPart struct {
+	Value    string `json:"value"`
+	Variable bool   `json:"variable"`
+}
+
+type uriSpec struct {
+	Parts []uriPart `json:"parts"`
+}
+
+// parseURISpec splits "{scheme}://{address}:{port}" into Curator's parts.
+func parseURISpec(s string) uriSpec {
+	var spec uriSpec
+	for s != "" {
+		open := strings.IndexByte(s, '{')
+		if open < 0 {
+			spec.Parts = append(spec.Parts, uriPart{Value: s})
+			break
+		}
+		if open > 0 {
+			spec.Parts = append(spec.Parts, uriPart{Value: s[:open]})
+		}
+		end := strings.IndexByte(s[open:], '}')
+		if end < 0 {
+			spec.Parts = append(spec.Parts, uriPart{Value: s[open:]})
+			break
+		}
+		spec.Parts = append(spec.Parts, uriPart{Value: s[open+1 : open+end], Variable: true})
+		s = s[open+end+1:]
+	}
+	return spec
+}
+
+func (u uriSpec) String() string {
+	var b strings.Builder
+	for _, p := range u.Parts {
+		if p.Variable {
+			b.WriteString("{" + p.Value + "}")
+		} else {
+			b.WriteString(p.Value)
+		}
+	}
+	return b.String()
+}
+
+// Field names Curator writes, in its order; anything else is kept as found.
+var (
+	curatorFields = []string{"name", "id", "address", "port", "sslPort", "payload", "registrationTimeUTC", "serviceType", "uriSpec"}
+	payloadFields = []string{"@class", "id", "name", "metadata"}
+)
+
+// Encode writes the Curator JSON. The payload's @class is always Spring's
+// ZookeeperInstance, since Java readers cast to it.
+func (CuratorCodec) Encode(inst Instance) ([]byte, error) {
+	if inst.Name == "" || inst.ID == "" || inst.Address == "" {
+		return nil, fmt.Errorf("sd: encode: name, id and address are required (got name=%q id=%q address=%q)", inst.Name, inst.ID, inst.Address)
+	}
+	if err := checkPort("port", inst.Port, inst.SSLPort == 0); err != nil {
+		return nil, err
+	}
+	if err := checkPort("ssl port", inst.SSLPort, false); err != nil {
+		return nil, err
+	}
+	var top, payload map[string]json.RawMessage
+	if len(inst.raw) > 0 {
+		_ = json.Unmarshal(inst.raw, &top) // raw was validated when read
+		_ = json.Unmarshal(top["payload"], &payload)
+	}
+	meta := inst.Metadata
+	if meta == nil {
+		meta = map[string]string{}
+	}
+	pb := newObject()
+	pb.field("@class", SpringInstanceClass)
+	pb.field("id", inst.ID)
+	pb.field("name", inst.Name)
+	pb.field("metadata", meta)
+	pb.extras(payload, payloadFields)
+
+	ob := newObject()
+	ob.field("name", inst.Name)
+	ob.field("id", inst.ID)
+	ob.field("address", inst.Address)
+	ob.field("port", optionalPort(inst.Port))
+	ob.field("sslPort", optionalPort(inst.SSLPort))
+	ob.raw("payload", pb.bytes())
+	regTime := inst.RegistrationTime
+	if regTime.IsZero() {
+		regTime = time.Now()
+	}
+	ob.field("registrationTimeUTC", regTime.UnixMilli())
+	st := inst.ServiceType
+	if st == "" {
+		st = "DYNAMIC"
+	}
+	ob.field("serviceType", st)
+	spec := inst.URISpec
+	if spec == "" {
+		spec = DefaultURISpec
+	}
+	ob.field("uriSpec", parseURISpec(spec))
+	ob.extras(top, curatorFields)
+	return ob.bytes(), ob.err
+}
+
+func optionalPort(p int) *int {
+	if p == 0 {
+		return nil
+	}
+	return &p
+}
+
+func checkPort(name string, p int, required bool) error {
+	if (required && p == 0) || p < 0 || p > 65535 {
+		return fmt.Errorf("sd: encode: invalid %s %d (allowed 1 to 65535)", name, p)
+	}
+	return nil
+}
+
+// object writes a JSON object with fields in the order they are added.
+type object struct {
+	buf bytes.Buffer
+	n   int
+	err error
+}
+
+func newObject() *object {
+	o := &object{}
+	o.buf.WriteByte('{')
+	return o
+}
+
+func (o *object) raw(key string, v []byte) {
+	if o.n > 0 {
+		o.buf.WriteByte(',')
+	}
+	o.n++
+	k, _ := json.Marshal(key)
+	o.buf.Write(k)
+	o.buf.WriteByte(':')
+	o.buf.Write(v)
+}
+
+func (o *object) field(key string, v any) {
+	b, err := json.Marshal(v)
+	if err != nil && o.err == nil {
+		o.err = fmt.Errorf("sd: encode %s: %w", key, err)
+	}
+	o.raw(key, b)
+}
+
+// extras appends the fields of from that are not in known, sorted by name.
+func (o *object) extras(from map[string]json.RawMessage, known []string) {
+	keys := make([]string, 0, len(from))
+	for k := range from {
+		if !slices.Contains(known, k) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		o.raw(k, from[k])
+	}
+}
+
+func (o *object) bytes() []byte {
+	o.buf.WriteByte('}')
+	return o.buf.Bytes()
+}
+
+type curatorNode struct {
+	Name                *string         `json:"name"`
+	ID                  *string         `json:"id"`
+	Address             *string         `json:"address"`
+	Port                *int            `json:"port"`
+	SSLPort             *int            `json:"sslPort"`
+	Payload             json.RawMessage `json:"payload"`
+	RegistrationTimeUTC *int64          `json:"registrationTimeUTC"`
+	ServiceType         *string         `json:"serviceType"`
+	URISpec             *uriSpec        `json:"uriSpec"`
+}
+
+type springPayload struct {
+	Class    *string         `json:"@class"`
+	Metadata json.RawMessage `json:"metadata"`
+}
+
+// Decode reads Curator JSON. It accepts what Curator's own readers accept
+// (no payload, unknown fields) and refuses what would mislead a caller: not
+// an object, a missing name, id or address, a port out of range, an id that
+// is not the node's name, a name that is not the service's.
+func (CuratorCodec) Decode(service, child string, data []byte) (Instance, error) {
+	bad := func(reason string, err error) (Instance, error) {
+		return Instance{}, &MalformedError{Reason: reason, Err: err}
+	}
+	var n curatorNode
+	if err := json.Unmarshal(data, &n); err != nil {
+		if len(data) == 0 {
+			return bad("empty data, not Curator JSON", nil)
+		}
+		return bad("not Curator JSON", err)
+	}
+	switch {
+	case n.Name == nil || *n.Name == "":
+		return bad("no name", nil)
+	case n.ID == nil || *n.ID == "":
+		return bad("no id", nil)
+	case n.Address == nil || *n.Address == "":
+		return bad("no address", nil)
+	case *n.ID != child:
+		return bad(fmt.Sprintf("id %q is not the node's name %q", *n.ID, child), nil)
+	case service != "" && *n.Name != service:
+		return bad(fmt.Sprintf("name %q is not the service %q", *n.Name, service), nil)
+	}
+	inst := Instance{Name: *n.Name, ID: *n.ID, Address: *n.Address, raw: data}
+	if n.Port != nil {
+		inst.Port = *n.Port
+	}
+	if n.SSLPort != nil {
+		inst.SSLPort = *n.SSLPort
+	}
+	if inst.Port < 0 || inst.Port > 65535 || inst.SSLPort < 0 || inst.SSLPort > 65535 || inst.Port+inst.SSLPort == 0 {
+		return bad(fmt.Sprintf("port %d / sslPort %d (need one from 1 to 65535)", inst.Port, inst.SSLPort), nil)
+	}
+	if n.RegistrationTimeUTC != nil {
+		inst.RegistrationTime = time.UnixMilli(*n.RegistrationTimeUTC).UTC()
+	}
+	if n.ServiceType != nil {
+		inst.ServiceType = *n.ServiceType
+	}
+	if n.URISpec != nil {
+		inst.URISpec = n.URISpec.String()
+	}
+	if len(n.Payload) > 0 && string(n.Payload) != "null" {
+		var p springPayload
+		if err := json.Unmarshal(n.Payload, &p); err != nil {
+			return bad("payload is not an object", err)
+		}
+		// A payload of another class is kept as it is; only Spring's has
+		// metadata we read.
+		if p.Class != nil && *p.Class == SpringInstanceClass && len(p.Metadata) > 0 && string(p.Metadata) != "null" {
+			if err := json.Unmarshal(p.Metadata, &inst.Metadata); err != nil {
+				return bad("payload.metadata is not a map of strings", err)
+			}
+		}
+	}
+	return inst, nil
+}
+
+// PlainCodec reads the plain layout /<prefix>/<service>/<host:port>, whose
+// nodes carry no data (go-kit's and many hand-made registrations).
+type PlainCodec struct{}
+
+var _ Codec = PlainCodec{}
+
+// NodeName is "address:port".
+func (PlainCodec) NodeName(inst Instance) string { return inst.HostPort() }
+
+// Encode returns no data: the node's name says it all.
+func (PlainCodec) Encode(inst Instance) ([]byte, error) {
+	if inst.Address == "" || inst.Port < 1 || inst.Port > 65535 {
+		return nil, fmt.Errorf("sd: encode: plain nodes need an address and a port from 1 to 65535 (got %q, %d)", inst.Address, inst.Port)
+	}
+	return nil, nil
+}
+
+// Decode parses the node name as host:port; data is ignored.
+func (PlainCodec) Decode(service, child string, _ []byte) (Instance, error) {
+	host, port, err := net.SplitHostPort(child)
+	if err != nil {
+		return Instance{}, &MalformedError{Reason: "node name is not host:port", Err: err}
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 1 || p > 65535 || host == "" {
+		return Instance{}, &MalformedError{Reason: fmt.Sprintf("node name %q has no valid host and port", child)}
+	}
+	return Instance{Name: service, ID: child, Address: host, Port: p}, nil
+}

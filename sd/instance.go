@@ -1,0 +1,97 @@
+package sd
+
+import (
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// SpringInstanceClass is the payload class Spring Cloud Zookeeper writes and
+// casts to. Curator's Java readers fail for a whole service when it is wrong.
+const SpringInstanceClass = "org.springframework.cloud.zookeeper.discovery.ZookeeperInstance"
+
+// DefaultBasePath is where Curator and Spring Cloud Zookeeper keep services.
+const DefaultBasePath = "/services"
+
+// Instance is one registered instance of a service, as its node describes it.
+type Instance struct {
+	Name     string // service name
+	ID       string // instance id, also the node's name in the Curator layout
+	Address  string
+	Port     int // 0 when unset
+	SSLPort  int // 0 when unset (written as null)
+	Metadata map[string]string
+	// RegistrationTime is Curator's registrationTimeUTC.
+	RegistrationTime time.Time
+	// ServiceType is Curator's serviceType, "DYNAMIC" for ephemeral nodes.
+	ServiceType string
+	// URISpec is Curator's uriSpec, e.g. "{scheme}://{address}:{port}".
+	URISpec string
+
+	// Filled in by readers from the node's Stat.
+	Path           string
+	Czxid          int64 // creation zxid: orders re-registrations
+	Version        int32 // data version, for version-checked writes
+	EphemeralOwner int64
+
+	raw []byte // the node's data as read, so unknown fields survive a rewrite
+}
+
+// Status reads metadata.instance_status; an instance without one is up.
+func (i Instance) Status() Status {
+	if s, ok := i.Metadata[MetadataStatus]; ok && s != "" {
+		return Status(s)
+	}
+	return StatusUp
+}
+
+// HostPort is "address:port" (the SSL port when there is no plain one).
+func (i Instance) HostPort() string {
+	port := i.Port
+	if port == 0 {
+		port = i.SSLPort
+	}
+	return net.JoinHostPort(i.Address, strconv.Itoa(port))
+}
+
+// URI builds the instance's URI from its uriSpec the way Curator's
+// UriSpec.build does: {scheme} is https when an SSL port is set, {port} is
+// the plain port (the SSL one when there is none), {ssl-port} the SSL one.
+func (i Instance) URI() string {
+	spec := i.URISpec
+	if spec == "" {
+		spec = DefaultURISpec
+	}
+	scheme := "http"
+	if i.SSLPort != 0 {
+		scheme = "https"
+	}
+	port := i.Port
+	if port == 0 {
+		port = i.SSLPort
+	}
+	r := strings.NewReplacer(
+		"{scheme}", scheme,
+		"{name}", i.Name,
+		"{id}", i.ID,
+		"{address}", i.Address,
+		"{port}", strconv.Itoa(port),
+		"{ssl-port}", strconv.Itoa(i.SSLPort),
+		"{registration-time-utc}", strconv.FormatInt(i.RegistrationTime.UnixMilli(), 10),
+		"{service-type}", strings.ToLower(i.ServiceType),
+	)
+	return r.Replace(spec)
+}
+
+// DefaultURISpec is the uriSpec Spring Cloud Zookeeper registers.
+const DefaultURISpec = "{scheme}://{address}:{port}"
+
+func (i Instance) clone() Instance {
+	m := make(map[string]string, len(i.Metadata))
+	for k, v := range i.Metadata {
+		m[k] = v
+	}
+	i.Metadata = m
+	return i
+}

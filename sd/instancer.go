@@ -1,0 +1,725 @@
+package sd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/go-kit/kit/metrics"
+	kitsd "github.com/go-kit/kit/sd"
+	"github.com/go-zookeeper/zk"
+)
+
+var _ kitsd.Instancer = (*Instancer)(nil)
+
+// Instancer defaults.
+const (
+	// DefaultFetchConcurrency is how many node reads an Instancer keeps in
+	// flight on its connection during a load.
+	DefaultFetchConcurrency = 64
+	// DefaultTombstoneTTL bounds how long an evicted instance stays out when
+	// ZooKeeper never shows it gone nor re-created.
+	DefaultTombstoneTTL = 10 * time.Minute
+)
+
+// ErrDisconnected is the Event.Err an Instancer publishes while its
+// connection to ZooKeeper is lost; the instances are the last good set.
+var ErrDisconnected = errors.New("sd: disconnected from ZooKeeper; instances are the last known set")
+
+// InstancerOption configures an Instancer.
+type InstancerOption interface{ applyInstancer(*instancerOptions) error }
+
+type instancerOptions struct {
+	basePath    string
+	codec       Codec
+	logger      *slog.Logger
+	uris        bool
+	concurrency int
+	tombTTL     time.Duration
+	metrics     InstancerMetrics
+}
+
+type instancerOptionFunc func(*instancerOptions) error
+
+func (f instancerOptionFunc) applyInstancer(o *instancerOptions) error { return f(o) }
+
+// PublishURIs makes the Instancer publish URIs built from each instance's
+// uriSpec (e.g. "https://10.0.0.13:8080") instead of "host:port".
+func PublishURIs() InstancerOption {
+	return instancerOptionFunc(func(o *instancerOptions) error { o.uris = true; return nil })
+}
+
+// FetchConcurrency sets how many node reads are in flight during a load
+// (default 64, allowed 1 to 1024).
+func FetchConcurrency(n int) InstancerOption {
+	return instancerOptionFunc(func(o *instancerOptions) error {
+		if n < 1 || n > 1024 {
+			return &ConfigError{"fetch concurrency", fmt.Sprint(n), "allowed 1 to 1024"}
+		}
+		o.concurrency = n
+		return nil
+	})
+}
+
+// TombstoneTTL sets how long Evict keeps an instance out at most.
+func TombstoneTTL(d time.Duration) InstancerOption {
+	return instancerOptionFunc(func(o *instancerOptions) error {
+		if d <= 0 {
+			return &ConfigError{"tombstone TTL", d.String(), "must be positive"}
+		}
+		o.tombTTL = d
+		return nil
+	})
+}
+
+// InstancerMetrics are go-kit metrics an Instancer updates; nil ones are skipped.
+type InstancerMetrics struct {
+	Instances   metrics.Gauge   // instances published
+	WatchEvents metrics.Counter // ZooKeeper watch events handled
+	Malformed   metrics.Counter // nodes skipped as malformed
+	Evictions   metrics.Counter // instances removed by Evict
+}
+
+// WithMetrics reports the Instancer's figures through go-kit metrics.
+func WithMetrics(m InstancerMetrics) InstancerOption {
+	return instancerOptionFunc(func(o *instancerOptions) error { o.metrics = m; return nil })
+}
+
+// InstancerStats are running totals since the Instancer started.
+type InstancerStats struct {
+	WatchEvents int64 // watch events handled
+	Fetches     int64 // node reads
+	Malformed   int64 // nodes skipped as malformed (each read counts)
+	Publishes   int64 // complete sets published
+}
+
+// Instancer watches one service's nodes and publishes the complete set of
+// its instances to every registered channel whenever it changes, following
+// go-kit's sd.Instancer contract. The first load reads every node
+// concurrently over the one connection; later changes read only what
+// changed. Instances whose status is OUT_OF_SERVICE are not published.
+//
+// Watches are re-armed after every error, reconnect and session expiry.
+// While ZooKeeper is unreachable the last good set is published with
+// ErrDisconnected (or the read error) in Event.Err. Malformed nodes are
+// skipped, logged and counted. Many Instancers may share one Client.
+type Instancer struct {
+	c       *Client
+	service string
+	dir     string // chrooted service path
+	opts    instancerOptions
+	logger  *slog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	unsub  func()
+	first  chan struct{} // closed at the first publish
+	notify chan struct{} // wakes the dispatcher
+
+	mu        sync.Mutex
+	entries   map[string]*entry // by child node name
+	tombs     map[string]tomb   // by instance id
+	pub       []string          // published set
+	pubInst   []Instance
+	pubErr    error
+	version   uint64
+	subs      map[chan<- kitsd.Event]*subscriber
+	firstDone bool
+
+	sendMu sync.Mutex // held by the dispatcher while it sends
+
+	pmu     sync.Mutex
+	pending changes
+	wake    chan struct{}
+
+	watchEvents, fetches, malformed, publishes atomic.Int64
+}
+
+type entry struct {
+	inst Instance
+	ok   bool // decoded; a malformed node is kept out of the set
+}
+
+type tomb struct {
+	czxid int64
+	until time.Time
+}
+
+type subscriber struct {
+	cancel chan struct{}
+	sent   uint64
+}
+
+// changes is the work the run loop owes ZooKeeper's notifications.
+type changes struct {
+	full     bool            // every watch is lost: list and read everything
+	children bool            // list the children again
+	data     map[string]bool // re-read these children
+	deleted  map[string]bool // these children are gone
+	conn     int             // 0 no news, 1 disconnected, 2 connected
+}
+
+func (ch *changes) merge(o changes) {
+	ch.full = ch.full || o.full
+	ch.children = ch.children || o.children
+	for k := range o.data {
+		if ch.data == nil {
+			ch.data = map[string]bool{}
+		}
+		ch.data[k] = true
+	}
+	for k := range o.deleted {
+		if ch.deleted == nil {
+			ch.deleted = map[string]bool{}
+		}
+		ch.deleted[k] = true
+	}
+	if o.conn != 0 {
+		ch.conn = o.conn
+	}
+}
+
+// NewInstancer starts watching service under the base path and returns
+// once the first set is published or the session timeout passed; it keeps
+// trying in the background either way.
+func NewInstancer(c *Client, service string, opts ...InstancerOption) (*Instancer, error) {
+	o := instancerOptions{
+		basePath: DefaultBasePath, codec: CuratorCodec{}, logger: slog.New(slog.DiscardHandler),
+		concurrency: DefaultFetchConcurrency, tombTTL: DefaultTombstoneTTL,
+	}
+	for _, opt := range opts {
+		if err := opt.applyInstancer(&o); err != nil {
+			return nil, err
+		}
+	}
+	if c == nil {
+		return nil, &ConfigError{"client", "nil", "a *sd.Client from NewClient"}
+	}
+	if service == "" || service != path.Base("/"+service) {
+		return nil, &ConfigError{"service name", service, "a non-empty name without '/'"}
+	}
+	in := &Instancer{
+		c: c, service: service, opts: o,
+		dir:     c.full(path.Join(o.basePath, service)),
+		entries: map[string]*entry{}, tombs: map[string]tomb{},
+		subs:    map[chan<- kitsd.Event]*subscriber{},
+		first:   make(chan struct{}),
+		notify:  make(chan struct{}, 1),
+		wake:    make(chan struct{}, 1),
+		pending: changes{full: true},
+	}
+	in.logger = o.logger.With("component", "sd.instancer", "service", service)
+	in.ctx, in.cancel = context.WithCancel(context.Background())
+	in.unsub = c.subscribe(in.onSession)
+	in.wg.Add(2)
+	go in.run()
+	go in.dispatch()
+	in.poke()
+	t := time.NewTimer(c.SessionTimeout())
+	defer t.Stop()
+	select {
+	case <-in.first:
+	case <-t.C:
+	}
+	return in, nil
+}
+
+// Register implements sd.Instancer: ch receives the current set now (or
+// at the first load) and the complete set on every change. Sends happen
+// on the Instancer's dispatcher goroutine, never under a lock.
+func (in *Instancer) Register(ch chan<- kitsd.Event) {
+	in.mu.Lock()
+	in.subs[ch] = &subscriber{cancel: make(chan struct{})}
+	in.mu.Unlock()
+	in.signal()
+}
+
+// Deregister implements sd.Instancer. Once it returns nothing more is sent
+// on ch, so the caller may close it.
+func (in *Instancer) Deregister(ch chan<- kitsd.Event) {
+	in.mu.Lock()
+	if s, ok := in.subs[ch]; ok {
+		delete(in.subs, ch)
+		close(s.cancel)
+	}
+	in.mu.Unlock()
+	in.sendMu.Lock() // wait out a send in progress
+	in.sendMu.Unlock()
+}
+
+// Stop implements sd.Instancer: it stops watching and waits for every
+// goroutine of the Instancer. It is idempotent.
+func (in *Instancer) Stop() {
+	in.cancel()
+	in.unsub()
+	in.wg.Wait()
+}
+
+// Instances returns the published set as rich records, sorted like the strings.
+func (in *Instancer) Instances() []Instance {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	out := make([]Instance, len(in.pubInst))
+	for i, inst := range in.pubInst {
+		out[i] = inst.clone()
+	}
+	return out
+}
+
+// Stats returns running totals.
+func (in *Instancer) Stats() InstancerStats {
+	return InstancerStats{
+		WatchEvents: in.watchEvents.Load(), Fetches: in.fetches.Load(),
+		Malformed: in.malformed.Load(), Publishes: in.publishes.Load(),
+	}
+}
+
+// Evict removes the instance with this id from the published set at once
+// and returns it. A tombstone keeps it out until ZooKeeper shows its node
+// gone, or re-created with a newer creation zxid (or the tombstone TTL
+// passes). It returns false for an id the Instancer does not know.
+func (in *Instancer) Evict(id string) (Instance, bool) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for _, e := range in.entries {
+		if e.inst.ID != id {
+			continue
+		}
+		in.tombs[id] = tomb{czxid: e.inst.Czxid, until: time.Now().Add(in.opts.tombTTL)}
+		if in.opts.metrics.Evictions != nil {
+			in.opts.metrics.Evictions.Add(1)
+		}
+		in.logger.Info("evicted", "instance", id, "czxid", e.inst.Czxid)
+		in.publishLocked(nil)
+		return e.inst.clone(), true
+	}
+	return Instance{}, false
+}
+
+func (in *Instancer) onSession(ev SessionEvent) {
+	switch ev.State {
+	case zk.StateDisconnected:
+		in.note(changes{conn: 1})
+	case zk.StateHasSession:
+		in.note(changes{conn: 2})
+	case zk.StateExpired:
+		in.note(changes{full: true})
+	}
+}
+
+func (in *Instancer) note(c changes) {
+	in.pmu.Lock()
+	in.pending.merge(c)
+	in.pmu.Unlock()
+	in.poke()
+}
+
+func (in *Instancer) poke() {
+	select {
+	case in.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (in *Instancer) take() changes {
+	in.pmu.Lock()
+	defer in.pmu.Unlock()
+	c := in.pending
+	in.pending = changes{}
+	return c
+}
+
+// watch forwards one zk watch's single event into the pending changes.
+func (in *Instancer) watch(ch <-chan zk.Event, child string) {
+	in.wg.Add(1) // called only from goroutines the WaitGroup already counts
+	go func() {
+		defer in.wg.Done()
+		select {
+		case ev := <-ch:
+			in.watchEvents.Add(1)
+			if in.opts.metrics.WatchEvents != nil {
+				in.opts.metrics.WatchEvents.Add(1)
+			}
+			in.note(changeFor(ev, child))
+		case <-in.ctx.Done():
+		}
+	}()
+}
+
+func changeFor(ev zk.Event, child string) changes {
+	switch {
+	case ev.Type == zk.EventNotWatching:
+		if errors.Is(ev.Err, zk.ErrClosing) {
+			return changes{}
+		}
+		return changes{full: true}
+	case child == "":
+		return changes{children: true}
+	case ev.Type == zk.EventNodeDeleted:
+		return changes{deleted: map[string]bool{child: true}}
+	default:
+		return changes{data: map[string]bool{child: true}}
+	}
+}
+
+func (in *Instancer) run() {
+	defer in.wg.Done()
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = 50*time.Millisecond, 5*time.Second, 0
+	var work changes
+	var retry *time.Timer
+	for {
+		var retryC <-chan time.Time
+		if retry != nil {
+			retryC = retry.C
+		}
+		select {
+		case <-in.ctx.Done():
+			if retry != nil {
+				retry.Stop()
+			}
+			return
+		case <-in.wake:
+		case <-retryC:
+			retry = nil
+		}
+		work.merge(in.take())
+		if retry != nil && work.conn != 2 {
+			continue // backing off; a new session retries at once
+		}
+		if retry != nil {
+			retry.Stop()
+			retry = nil
+		}
+		if err := in.apply(&work); err != nil {
+			if in.ctx.Err() != nil {
+				return
+			}
+			in.logger.Warn("reading the service failed; keeping the last set", "err", err)
+			in.mu.Lock()
+			in.publishLocked(err)
+			in.mu.Unlock()
+			retry = time.NewTimer(bo.NextBackOff())
+			continue
+		}
+		bo.Reset()
+	}
+}
+
+// apply does the work in w against ZooKeeper. What fails stays in w.
+func (in *Instancer) apply(w *changes) error {
+	switch w.conn {
+	case 1:
+		w.conn = 0
+		in.mu.Lock()
+		if in.firstDone {
+			in.publishLocked(ErrDisconnected)
+		}
+		in.mu.Unlock()
+	case 2:
+		w.conn = 0
+		// Watches survive a reconnect within the session; the server
+		// replays what changed meanwhile. Refresh only after an error.
+		in.mu.Lock()
+		failed := in.pubErr != nil
+		in.mu.Unlock()
+		if failed {
+			w.children = true
+		}
+	}
+	// Deletions first: the fastest news a consumer can get.
+	if len(w.deleted) > 0 {
+		in.mu.Lock()
+		for name := range w.deleted {
+			if e, ok := in.entries[name]; ok {
+				delete(in.entries, name)
+				delete(in.tombs, e.inst.ID)
+			}
+		}
+		in.publishLocked(nil)
+		in.mu.Unlock()
+		w.deleted = nil
+	}
+	if w.full || w.children {
+		if err := in.list(w); err != nil {
+			return err
+		}
+	}
+	if len(w.data) > 0 {
+		if err := in.fetch(w); err != nil {
+			return err
+		}
+	}
+	in.mu.Lock()
+	in.publishLocked(nil)
+	in.mu.Unlock()
+	return nil
+}
+
+// list reads the children and arms the children watch (or, when the
+// service node is missing, an exists watch). New children go to w.data.
+func (in *Instancer) list(w *changes) error {
+	if err := in.ctx.Err(); err != nil {
+		return err
+	}
+	names, _, ch, err := in.c.conn.ChildrenW(in.dir)
+	if errors.Is(err, zk.ErrNoNode) {
+		// Not created yet, or a Curator container reaped when empty.
+		exists, _, ech, eerr := in.c.conn.ExistsW(in.dir)
+		if eerr != nil {
+			return fmt.Errorf("sd: watch %s: %w", in.dir, eerr)
+		}
+		in.watch(ech, "")
+		if exists {
+			return in.list(w) // created in between
+		}
+		in.mu.Lock()
+		clear(in.entries)
+		clear(in.tombs)
+		in.mu.Unlock()
+		w.full, w.children, w.data = false, false, nil
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("sd: list %s: %w", in.dir, err)
+	}
+	in.watch(ch, "")
+	present := make(map[string]bool, len(names))
+	if w.data == nil {
+		w.data = map[string]bool{}
+	}
+	in.mu.Lock()
+	for _, n := range names {
+		present[n] = true
+		if _, ok := in.entries[n]; !ok || w.full {
+			w.data[n] = true
+		}
+	}
+	for n, e := range in.entries {
+		if !present[n] {
+			delete(in.entries, n)
+			delete(in.tombs, e.inst.ID)
+		}
+	}
+	in.mu.Unlock()
+	for n := range w.data {
+		if !present[n] {
+			delete(w.data, n)
+		}
+	}
+	w.full, w.children = false, false
+	return nil
+}
+
+type fetched struct {
+	name string
+	data []byte
+	stat *zk.Stat
+	ch   <-chan zk.Event
+	err  error
+}
+
+// fetch reads the children in w.data concurrently over the one connection
+// and arms a data watch on each.
+func (in *Instancer) fetch(w *changes) error {
+	names := make([]string, 0, len(w.data))
+	for n := range w.data {
+		names = append(names, n)
+	}
+	results := make([]fetched, len(names))
+	workers := min(in.opts.concurrency, len(names))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(names) || in.ctx.Err() != nil {
+					return
+				}
+				r := &results[i]
+				r.name = names[i]
+				r.data, r.stat, r.ch, r.err = in.c.conn.GetW(path.Join(in.dir, names[i]))
+			}
+		}()
+	}
+	wg.Wait()
+	in.fetches.Add(int64(len(names)))
+
+	var firstErr error
+	in.mu.Lock()
+	for _, r := range results {
+		if r.name == "" {
+			continue // not reached: stopping
+		}
+		switch {
+		case errors.Is(r.err, zk.ErrNoNode):
+			if e, ok := in.entries[r.name]; ok {
+				delete(in.tombs, e.inst.ID)
+			}
+			delete(in.entries, r.name)
+			delete(w.data, r.name)
+		case r.err != nil:
+			if firstErr == nil {
+				firstErr = fmt.Errorf("sd: read %s/%s: %w", in.dir, r.name, r.err)
+			}
+		default:
+			in.watch(r.ch, r.name)
+			delete(w.data, r.name)
+			in.entries[r.name] = in.decode(r)
+		}
+	}
+	in.mu.Unlock()
+	return firstErr
+}
+
+func (in *Instancer) decode(r fetched) *entry {
+	inst, err := in.opts.codec.Decode(in.service, r.name, r.data)
+	if err != nil {
+		in.malformed.Add(1)
+		if in.opts.metrics.Malformed != nil {
+			in.opts.metrics.Malformed.Add(1)
+		}
+		in.logger.Warn("skipping malformed node", "path", path.Join(in.dir, r.name), "err", err)
+		return &entry{}
+	}
+	inst.Path = path.Join(in.dir, r.name)
+	inst.Czxid, inst.Version, inst.EphemeralOwner = r.stat.Czxid, r.stat.Version, r.stat.EphemeralOwner
+	return &entry{inst: inst, ok: true}
+}
+
+// publishLocked computes the set and, when it or the error changed, hands
+// it to the dispatcher. in.mu must be held.
+func (in *Instancer) publishLocked(err error) {
+	if err != nil {
+		if in.pubErr != nil && in.pubErr.Error() == err.Error() {
+			return
+		}
+		in.pubErr = err
+		if !in.firstDone {
+			in.firstDone = true
+			close(in.first)
+		}
+		in.bump()
+		return
+	}
+	now := time.Now()
+	insts := make([]Instance, 0, len(in.entries))
+	for _, e := range in.entries {
+		if !e.ok || e.inst.Status() == StatusOutOfService {
+			continue
+		}
+		if t, ok := in.tombs[e.inst.ID]; ok {
+			if e.inst.Czxid <= t.czxid && now.Before(t.until) {
+				continue
+			}
+			delete(in.tombs, e.inst.ID) // re-created, or expired
+		}
+		insts = append(insts, e.inst)
+	}
+	order := make([]int, len(insts))
+	rendered := make([]string, len(insts))
+	for i, inst := range insts {
+		order[i], rendered[i] = i, in.render(inst)
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(rendered[a], rendered[b]) })
+	strs := make([]string, len(insts))
+	sorted := make([]Instance, len(insts))
+	for i, j := range order {
+		strs[i], sorted[i] = rendered[j], insts[j]
+	}
+	insts = sorted
+	if in.firstDone && in.pubErr == nil && slices.Equal(strs, in.pub) {
+		in.pubInst = insts // same addresses; records (status, data) may have changed
+		return
+	}
+	in.pub, in.pubInst, in.pubErr = strs, insts, nil
+	if in.opts.metrics.Instances != nil {
+		in.opts.metrics.Instances.Set(float64(len(strs)))
+	}
+	if !in.firstDone {
+		in.firstDone = true
+		close(in.first)
+	}
+	in.bump()
+}
+
+func (in *Instancer) render(inst Instance) string {
+	if in.opts.uris {
+		return inst.URI()
+	}
+	return inst.HostPort()
+}
+
+func (in *Instancer) bump() {
+	in.version++
+	in.publishes.Add(1)
+	in.signal()
+}
+
+func (in *Instancer) signal() {
+	select {
+	case in.notify <- struct{}{}:
+	default:
+	}
+}
+
+// dispatch sends the latest set to every subscriber that has not seen it.
+// It sends without holding in.mu, so a slow subscriber delays only the
+// others' events, never discovery itself, and it always sends the newest set.
+func (in *Instancer) dispatch() {
+	defer in.wg.Done()
+	for {
+		select {
+		case <-in.ctx.Done():
+			return
+		case <-in.notify:
+		}
+		for {
+			in.mu.Lock()
+			if !in.firstDone {
+				in.mu.Unlock()
+				break
+			}
+			var ch chan<- kitsd.Event
+			var s *subscriber
+			for c, sub := range in.subs {
+				if sub.sent < in.version {
+					ch, s = c, sub
+					break
+				}
+			}
+			if s == nil {
+				in.mu.Unlock()
+				break
+			}
+			version := in.version
+			ev := kitsd.Event{Instances: in.pub, Err: in.pubErr}
+			in.mu.Unlock()
+
+			in.sendMu.Lock()
+			select {
+			case ch <- ev:
+			case <-s.cancel:
+			case <-in.ctx.Done():
+				in.sendMu.Unlock()
+				return
+			}
+			in.sendMu.Unlock()
+			in.mu.Lock()
+			s.sent = version
+			in.mu.Unlock()
+		}
+	}
+}

@@ -1,0 +1,290 @@
+package zktest
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Defaults of a test server: short ticks so that session timeouts of a
+// second or two are allowed and a 3-member ensemble elects in well under a
+// second.
+const (
+	DefaultTickTime     = 200 * time.Millisecond
+	DefaultStartTimeout = 30 * time.Second
+	// DefaultContainerCheck is how often the server removes empty container
+	// nodes (ZooKeeper's own default is one minute).
+	DefaultContainerCheck = time.Second
+)
+
+// Option configures a Cluster.
+type Option interface{ apply(*options) error }
+
+type options struct {
+	size           int
+	tickTime       time.Duration
+	containerCheck time.Duration
+	startTimeout   time.Duration
+}
+
+type optionFunc func(*options) error
+
+func (f optionFunc) apply(o *options) error { return f(o) }
+
+// Size sets the number of members: 1 (the default) starts a standalone
+// server, 3 or more an ensemble.
+func Size(n int) Option {
+	return optionFunc(func(o *options) error {
+		if n < 1 || n > 9 {
+			return fmt.Errorf("zktest: invalid size %d (allowed 1 to 9)", n)
+		}
+		o.size = n
+		return nil
+	})
+}
+
+// TickTime sets ZooKeeper's tickTime. Sessions may last from 2 to 300 ticks.
+func TickTime(d time.Duration) Option {
+	return optionFunc(func(o *options) error {
+		if d < 10*time.Millisecond || d > 10*time.Second {
+			return fmt.Errorf("zktest: invalid tick time %v (allowed 10ms to 10s)", d)
+		}
+		o.tickTime = d
+		return nil
+	})
+}
+
+// ContainerCheck sets how often the server deletes empty container nodes.
+func ContainerCheck(d time.Duration) Option {
+	return optionFunc(func(o *options) error {
+		if d < 100*time.Millisecond {
+			return fmt.Errorf("zktest: invalid container check interval %v (minimum 100ms)", d)
+		}
+		o.containerCheck = d
+		return nil
+	})
+}
+
+// StartTimeout bounds how long Start waits for every member to serve.
+func StartTimeout(d time.Duration) Option {
+	return optionFunc(func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("zktest: invalid start timeout %v (must be positive)", d)
+		}
+		o.startTimeout = d
+		return nil
+	})
+}
+
+// Cluster is a standalone ZooKeeper server or an ensemble on loopback ports.
+type Cluster struct {
+	// Servers are the members, Servers[i].ID == i+1.
+	Servers []*Server
+
+	dir       string
+	opts      options
+	closeOnce sync.Once
+}
+
+// New starts a cluster for a test and stops it, removing its data, when the
+// test ends. When ZooKeeper is not installed the test fails with the install
+// command; it is skipped only under -short.
+func New(tb testing.TB, opts ...Option) *Cluster {
+	tb.Helper()
+	if _, _, err := Runtime(); err != nil {
+		if testing.Short() {
+			tb.Skip("zktest: ZooKeeper tests need a server; skipped in -short mode")
+		}
+		tb.Fatal(err)
+	}
+	c, err := Start(tb.TempDir(), opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Start starts a cluster with its data under dir and waits until every
+// member serves. The caller must Close it.
+func Start(dir string, opts ...Option) (*Cluster, error) {
+	o := options{size: 1, tickTime: DefaultTickTime, containerCheck: DefaultContainerCheck, startTimeout: DefaultStartTimeout}
+	for _, opt := range opts {
+		if err := opt.apply(&o); err != nil {
+			return nil, err
+		}
+	}
+	java, cp, err := Runtime()
+	if err != nil {
+		return nil, err
+	}
+	// A port reserved by freePorts can be taken before the JVM binds it;
+	// such a start fails and is retried with new ports.
+	var lastErr error
+	for attempt := range 3 {
+		c, err := startOnce(filepath.Join(dir, fmt.Sprintf("zk%d", attempt)), java, cp, o)
+		if err == nil {
+			return c, nil
+		}
+		lastErr = err
+	}
+	return nil, lastErr
+}
+
+func startOnce(dir, java, cp string, o options) (*Cluster, error) {
+	ports, err := freePorts(3 * o.size)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{dir: dir, opts: o}
+	props := []string{fmt.Sprintf("-Dznode.container.checkIntervalMs=%d", o.containerCheck.Milliseconds())}
+	for i := range o.size {
+		s := &Server{
+			ID: i + 1, ClientPort: ports[3*i], peerPort: ports[3*i+1], electionPort: ports[3*i+2],
+			dir: filepath.Join(dir, fmt.Sprintf("srv%d", i+1)), java: java, classpath: cp, jvmProps: props,
+		}
+		c.Servers = append(c.Servers, s)
+	}
+	for _, s := range c.Servers {
+		if err := c.writeConfig(s); err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range c.Servers {
+		if err := s.start(); err != nil {
+			_ = c.Close()
+			return nil, err
+		}
+	}
+	if err := c.WaitServing(o.startTimeout); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) writeConfig(s *Server) error {
+	if err := os.MkdirAll(filepath.Join(s.dir, "data"), 0o755); err != nil {
+		return fmt.Errorf("zktest: %w", err)
+	}
+	tick := c.opts.tickTime.Milliseconds()
+	var b strings.Builder
+	fmt.Fprintf(&b, "tickTime=%d\ninitLimit=20\nsyncLimit=10\n", tick)
+	fmt.Fprintf(&b, "dataDir=%s\nclientPort=%d\nclientPortAddress=127.0.0.1\n", filepath.Join(s.dir, "data"), s.ClientPort)
+	fmt.Fprintf(&b, "minSessionTimeout=%d\nmaxSessionTimeout=%d\n", 2*tick, 300*tick)
+	b.WriteString("maxClientCnxns=0\nadmin.enableServer=false\n4lw.commands.whitelist=*\n")
+	if len(c.Servers) > 1 {
+		b.WriteString("standaloneEnabled=false\nreconfigEnabled=false\n")
+		for _, m := range c.Servers {
+			fmt.Fprintf(&b, "server.%d=127.0.0.1:%d:%d\n", m.ID, m.peerPort, m.electionPort)
+		}
+		if err := os.WriteFile(filepath.Join(s.dir, "data", "myid"), fmt.Appendf(nil, "%d\n", s.ID), 0o644); err != nil {
+			return fmt.Errorf("zktest: %w", err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(s.dir, "zoo.cfg"), []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("zktest: %w", err)
+	}
+	return nil
+}
+
+// Addrs lists the members' client addresses.
+func (c *Cluster) Addrs() []string {
+	addrs := make([]string, len(c.Servers))
+	for i, s := range c.Servers {
+		addrs[i] = s.Addr()
+	}
+	return addrs
+}
+
+// ConnectString is Addrs joined with commas, as ZooKeeper clients take it.
+func (c *Cluster) ConnectString() string { return strings.Join(c.Addrs(), ",") }
+
+// WaitServing waits until every running member serves requests.
+func (c *Cluster) WaitServing(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	ticker := time.NewTicker(20 * time.Millisecond)
+	defer ticker.Stop()
+	for {
+		var notReady error
+		for _, s := range c.Servers {
+			if !s.Running() {
+				continue
+			}
+			if _, err := s.Mode(); err != nil {
+				notReady = fmt.Errorf("server %d (%s): %w", s.ID, s.Addr(), err)
+				break
+			}
+		}
+		if notReady == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("zktest: not serving after %v: %w (logs in %s)", timeout, notReady, c.dir)
+		}
+		<-ticker.C
+	}
+}
+
+// Leader returns the member that leads: Servers[0] when standalone.
+func (c *Cluster) Leader() (*Server, error) {
+	for _, s := range c.Servers {
+		if !s.Running() {
+			continue
+		}
+		mode, err := s.Mode()
+		if err == nil && (mode == "leader" || mode == "standalone") {
+			return s, nil
+		}
+	}
+	return nil, errors.New("zktest: no member leads")
+}
+
+// Restart starts a stopped or killed member again and waits until the
+// cluster serves.
+func (c *Cluster) Restart(s *Server) error {
+	if err := s.start(); err != nil {
+		return err
+	}
+	return c.WaitServing(c.opts.startTimeout)
+}
+
+// StopAll stops every member; StartAll brings them back with their data.
+func (c *Cluster) StopAll() error {
+	var wg sync.WaitGroup
+	for _, s := range c.Servers {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = s.Stop() }()
+	}
+	wg.Wait()
+	return nil
+}
+
+// StartAll restarts every stopped member and waits until they serve.
+func (c *Cluster) StartAll() error {
+	for _, s := range c.Servers {
+		if err := s.start(); err != nil {
+			return err
+		}
+	}
+	return c.WaitServing(c.opts.startTimeout)
+}
+
+// Close kills every member and waits for the processes to end. The data
+// directory is left to its owner (t.TempDir removes it). Close is idempotent.
+func (c *Cluster) Close() error {
+	c.closeOnce.Do(func() {
+		var wg sync.WaitGroup
+		for _, s := range c.Servers {
+			wg.Add(1)
+			go func() { defer wg.Done(); _ = s.Kill() }()
+		}
+		wg.Wait()
+	})
+	return nil
+}

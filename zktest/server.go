@@ -1,0 +1,211 @@
+package zktest
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// InstallHint is the command that installs ZooKeeper for this repository.
+const InstallHint = "run `make zookeeper` (or `sudo scripts/install-zookeeper.sh`), " +
+	"or point ZOOKEEPER_HOME at an unpacked Apache ZooKeeper release, " +
+	"or ZOOKEEPER_CLASSPATH at its jars"
+
+// ErrNotInstalled is returned when no ZooKeeper or no Java runtime is found.
+var ErrNotInstalled = errors.New("zktest: ZooKeeper is not installed: " + InstallHint)
+
+// debianJar is where Debian's and Ubuntu's zookeeper package puts the server.
+// Its manifest's Class-Path names every dependency, so it is the whole classpath.
+const debianJar = "/usr/share/java/zookeeper.jar"
+
+// Runtime locates the java binary and the ZooKeeper classpath, in this order:
+// $ZOOKEEPER_CLASSPATH, $ZOOKEEPER_HOME (lib/*.jar of a release), then the
+// Debian package. It returns ErrNotInstalled when any is missing.
+func Runtime() (java, classpath string, err error) {
+	java = "java"
+	if home := os.Getenv("JAVA_HOME"); home != "" {
+		java = filepath.Join(home, "bin", "java")
+	}
+	if java, err = exec.LookPath(java); err != nil {
+		return "", "", fmt.Errorf("%w (no java runtime: %v)", ErrNotInstalled, err)
+	}
+	if cp := os.Getenv("ZOOKEEPER_CLASSPATH"); cp != "" {
+		return java, cp, nil
+	}
+	if home := os.Getenv("ZOOKEEPER_HOME"); home != "" {
+		jars, _ := filepath.Glob(filepath.Join(home, "lib", "*.jar"))
+		if len(jars) == 0 {
+			return "", "", fmt.Errorf("%w (ZOOKEEPER_HOME=%q has no lib/*.jar)", ErrNotInstalled, home)
+		}
+		return java, strings.Join(jars, string(os.PathListSeparator)), nil
+	}
+	if _, err := os.Stat(debianJar); err != nil {
+		return "", "", fmt.Errorf("%w (%s is missing)", ErrNotInstalled, debianJar)
+	}
+	return java, debianJar, nil
+}
+
+// Server is one ZooKeeper process of a Cluster. Its methods are safe for
+// concurrent use.
+type Server struct {
+	// ID is the member's myid, from 1.
+	ID int
+	// ClientPort is the loopback port clients connect to.
+	ClientPort int
+
+	peerPort, electionPort int
+	dir                    string
+	java, classpath        string
+	jvmProps               []string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has been reaped
+}
+
+// Addr is the server's client address, "127.0.0.1:port".
+func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.ClientPort)) }
+
+// Dir is the server's data and log directory.
+func (s *Server) Dir() string { return s.dir }
+
+func (s *Server) start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		return nil
+	}
+	logf, err := os.OpenFile(filepath.Join(s.dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("zktest: %w", err)
+	}
+	args := []string{
+		// A small, quickly started JVM: tests start many servers on 2 cores.
+		"-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k",
+		"-Dzookeeper.log.dir=" + s.dir,
+		"-Dzookeeper.admin.enableServer=false",
+		"-Dzookeeper.4lw.commands.whitelist=*",
+	}
+	args = append(args, s.jvmProps...)
+	args = append(args, "-cp", s.classpath, "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+		filepath.Join(s.dir, "zoo.cfg"))
+	cmd := exec.Command(s.java, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Kill the JVM if the test binary dies without cleaning up, and keep
+	// it out of the terminal's process group so Ctrl-C reaches us first.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("zktest: start server %d: %w", s.ID, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		close(done)
+	}()
+	s.cmd, s.done = cmd, done
+	return nil
+}
+
+func (s *Server) signal(sig syscall.Signal, wait time.Duration) error {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	_ = cmd.Process.Signal(sig)
+	select {
+	case <-done:
+		return nil
+	case <-time.After(wait):
+	}
+	_ = cmd.Process.Kill()
+	<-done
+	return nil
+}
+
+// Stop ends the server with SIGTERM (SIGKILL after 5 s) and waits for it.
+// Its data stays, so Restart resumes it. Stopping a stopped server is a no-op.
+func (s *Server) Stop() error { return s.signal(syscall.SIGTERM, 5*time.Second) }
+
+// Kill ends the server with SIGKILL, as a crash would, and waits for it.
+func (s *Server) Kill() error { return s.signal(syscall.SIGKILL, 5*time.Second) }
+
+// Running tells whether the process is alive.
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd != nil
+}
+
+// Mode asks the server for its role with the srvr four-letter word:
+// "standalone", "leader" or "follower"; an error while it is not serving.
+func (s *Server) Mode() (string, error) {
+	out, err := fourLetter(s.Addr(), "srvr", time.Second)
+	if err != nil {
+		return "", err
+	}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		if mode, ok := strings.CutPrefix(sc.Text(), "Mode: "); ok {
+			return strings.TrimSpace(mode), nil
+		}
+	}
+	return "", fmt.Errorf("zktest: server %d is not serving: %s", s.ID, strings.TrimSpace(out))
+}
+
+func fourLetter(addr, cmd string, timeout time.Duration) (string, error) {
+	conn, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(timeout))
+	if _, err := conn.Write([]byte(cmd)); err != nil {
+		return "", err
+	}
+	var sb strings.Builder
+	buf := make([]byte, 4096)
+	for {
+		n, err := conn.Read(buf)
+		sb.Write(buf[:n])
+		if err != nil {
+			break
+		}
+	}
+	return sb.String(), nil
+}
+
+// freePorts reserves n distinct loopback ports by listening on port 0, then
+// releases them for the server to bind. Another process may take one in
+// between; Start retries with new ports when a server fails to come up.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("zktest: reserve a port: %w", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}

@@ -1,0 +1,153 @@
+package zktest
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+)
+
+// SessionRecorder is a dialer for go-zookeeper's zk.WithDialer that notes the
+// session id and password from every connect handshake, so that a test can
+// later expire that session on purpose with Expire.
+//
+// ZooKeeper expires a session when another client attaches to it with the
+// same id and password and closes it; that is the only way to force it
+// from outside, and the password is not exported by the client.
+type SessionRecorder struct {
+	mu       sync.Mutex
+	passwd   map[int64][]byte
+	lastID   int64
+	lastAddr string
+}
+
+// NewSessionRecorder returns an empty recorder.
+func NewSessionRecorder() *SessionRecorder {
+	return &SessionRecorder{passwd: map[int64][]byte{}}
+}
+
+// Dial has the shape of zk.Dialer.
+func (r *SessionRecorder) Dial(network, address string, timeout time.Duration) (net.Conn, error) {
+	c, err := net.DialTimeout(network, address, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &sniffConn{Conn: c, r: r, addr: address}, nil
+}
+
+// LastSession is the session id of the latest handshake.
+func (r *SessionRecorder) LastSession() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lastID
+}
+
+func (r *SessionRecorder) record(addr string, id int64, passwd []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if id == 0 {
+		return
+	}
+	r.passwd[id] = append([]byte(nil), passwd...)
+	r.lastID, r.lastAddr = id, addr
+}
+
+// Expire ends session id on the server at addr: it attaches to the session
+// and closes it. The owning client sees zk.StateExpired at its next contact.
+func (r *SessionRecorder) Expire(addr string, id int64) error {
+	r.mu.Lock()
+	passwd, ok := r.passwd[id]
+	r.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("zktest: no handshake recorded for session 0x%x", id)
+	}
+	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		return fmt.Errorf("zktest: expire session: %w", err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+
+	// ConnectRequest: protocolVersion, lastZxidSeen, timeOut, sessionId, passwd.
+	req := binary.BigEndian.AppendUint32(nil, 0)
+	req = binary.BigEndian.AppendUint64(req, 0)
+	req = binary.BigEndian.AppendUint32(req, 30000)
+	req = binary.BigEndian.AppendUint64(req, uint64(id))
+	req = binary.BigEndian.AppendUint32(req, uint32(len(passwd)))
+	req = append(req, passwd...)
+	if err := writeFrame(conn, req); err != nil {
+		return fmt.Errorf("zktest: expire session: %w", err)
+	}
+	resp, err := readFrame(conn)
+	if err != nil {
+		return fmt.Errorf("zktest: expire session: %w", err)
+	}
+	if len(resp) < 16 || int64(binary.BigEndian.Uint64(resp[8:16])) != id {
+		return fmt.Errorf("zktest: session 0x%x is already gone", id)
+	}
+	// RequestHeader{xid, type=closeSession(-11)}.
+	closeReq := binary.BigEndian.AppendUint32(nil, 1)
+	closeReq = binary.BigEndian.AppendUint32(closeReq, uint32(0xFFFFFFF5))
+	if err := writeFrame(conn, closeReq); err != nil {
+		return fmt.Errorf("zktest: expire session: %w", err)
+	}
+	if _, err := readFrame(conn); err != nil && err != io.EOF {
+		return fmt.Errorf("zktest: expire session: %w", err)
+	}
+	return nil
+}
+
+func writeFrame(w io.Writer, b []byte) error {
+	_, err := w.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(b))), b...))
+	return err
+}
+
+func readFrame(r io.Reader) ([]byte, error) {
+	var n [4]byte
+	if _, err := io.ReadFull(r, n[:]); err != nil {
+		return nil, err
+	}
+	b := make([]byte, binary.BigEndian.Uint32(n[:]))
+	_, err := io.ReadFull(r, b)
+	return b, err
+}
+
+// sniffConn parses the first frame the server sends, the ConnectResponse.
+type sniffConn struct {
+	net.Conn
+	r    *SessionRecorder
+	addr string
+	buf  []byte
+	done bool
+}
+
+func (c *sniffConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if !c.done && n > 0 {
+		c.buf = append(c.buf, p[:n]...)
+		if len(c.buf) >= 4 {
+			size := int(binary.BigEndian.Uint32(c.buf[:4]))
+			if len(c.buf) >= 4+size {
+				c.done = true
+				c.parse(c.buf[4 : 4+size])
+				c.buf = nil
+			}
+		}
+	}
+	return n, err
+}
+
+// parse reads ConnectResponse: protocolVersion, timeOut, sessionId, passwd.
+func (c *sniffConn) parse(b []byte) {
+	if len(b) < 20 {
+		return
+	}
+	id := int64(binary.BigEndian.Uint64(b[8:16]))
+	plen := int(binary.BigEndian.Uint32(b[16:20]))
+	if plen < 0 || len(b) < 20+plen {
+		return
+	}
+	c.r.record(c.addr, id, b[20:20+plen])
+}

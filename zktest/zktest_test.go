@@ -1,0 +1,151 @@
+package zktest_test
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"go.uber.org/goleak"
+
+	"github.com/gracekit/gracekit/zktest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func connect(t *testing.T, c *zktest.Cluster, rec *zktest.SessionRecorder) (*zk.Conn, <-chan zk.Event) {
+	t.Helper()
+	dial := zk.Dialer(net.DialTimeout)
+	if rec != nil {
+		dial = rec.Dial
+	}
+	conn, ev, err := zk.Connect(c.Addrs(), 2*time.Second, zk.WithLogInfo(false), zk.WithLogger(zkSilent{}), zk.WithDialer(dial))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	waitState(t, ev, zk.StateHasSession)
+	return conn, ev
+}
+
+type zkSilent struct{}
+
+func (zkSilent) Printf(string, ...any) {}
+
+func waitState(t *testing.T, ev <-chan zk.Event, want zk.State) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case e := <-ev:
+			if e.State == want {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no %v event within 20s", want)
+		}
+	}
+}
+
+func TestStandaloneServesAndRestarts(t *testing.T) {
+	start := time.Now()
+	c := zktest.New(t)
+	t.Logf("standalone server up in %v", time.Since(start))
+
+	conn, _ := connect(t, c, nil)
+	if _, err := conn.Create("/a", []byte("x"), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	if mode, err := c.Servers[0].Mode(); err != nil || mode != "standalone" {
+		t.Fatalf("Mode() = %q, %v; want standalone", mode, err)
+	}
+	if err := c.Servers[0].Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Servers[0].Mode(); err == nil {
+		t.Fatal("a stopped server still answers")
+	}
+	if err := c.Restart(c.Servers[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitFor(func() bool { d, _, err := conn.Get("/a"); return err == nil && string(d) == "x" }); err != nil {
+		t.Fatal("data written before the restart is gone")
+	}
+}
+
+func TestExpireSessionEndsItForTheClient(t *testing.T) {
+	c := zktest.New(t)
+	rec := zktest.NewSessionRecorder()
+	conn, ev := connect(t, c, rec)
+	old := conn.SessionID()
+	if rec.LastSession() != old {
+		t.Fatalf("recorded session 0x%x, client has 0x%x", rec.LastSession(), old)
+	}
+	if err := rec.Expire(c.Servers[0].Addr(), old); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, ev, zk.StateExpired)
+	waitState(t, ev, zk.StateHasSession)
+	if conn.SessionID() == old {
+		t.Fatal("the client kept its expired session")
+	}
+}
+
+func TestEnsembleSurvivesLeaderKill(t *testing.T) {
+	c := zktest.New(t, zktest.Size(3))
+	conn, _ := connect(t, c, nil)
+	if _, err := conn.Create("/k", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	leader, err := c.Leader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := leader.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitFor(func() bool { l, err := c.Leader(); return err == nil && l != leader }); err != nil {
+		t.Fatal("no new leader after the old one was killed")
+	}
+	if err := waitFor(func() bool { ok, _, err := conn.Exists("/k"); return err == nil && ok }); err != nil {
+		t.Fatal("node lost after leader kill")
+	}
+	if err := c.Restart(leader); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBadOptionsAreRejected(t *testing.T) {
+	tests := []struct {
+		name string
+		give zktest.Option
+	}{
+		{"a size of zero is refused", zktest.Size(0)},
+		{"a tick time of one nanosecond is refused", zktest.TickTime(time.Nanosecond)},
+		{"a negative start timeout is refused", zktest.StartTimeout(-time.Second)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := zktest.Start(t.TempDir(), tt.give); err == nil {
+				t.Fatal("Start accepted a bad option")
+			}
+		})
+	}
+}
+
+func waitFor(cond func() bool) error {
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return errTimeout
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
+}
+
+var errTimeout = &timeoutError{}
+
+type timeoutError struct{}
+
+func (*timeoutError) Error() string { return "condition not met within 20s" }
