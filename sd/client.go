@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -137,6 +138,7 @@ func Dialer(d zk.Dialer) ClientOption {
 // concurrent use.
 type Client struct {
 	conn    *zk.Conn
+	connp   atomic.Pointer[zk.Conn]
 	servers []string
 	chroot  string
 	acl     []zk.ACL
@@ -242,6 +244,7 @@ func NewClient(connect string, opts ...ClientOption) (*Client, error) {
 		return nil, fmt.Errorf("sd: connect %v: %w", servers, err)
 	}
 	c.conn = conn
+	c.connp.Store(conn)
 	// Events also go to this channel, which drops them when full; drain it
 	// so zk never blocks, and learn from its close that zk's goroutines ended.
 	go func() {
@@ -275,10 +278,11 @@ func NewClient(connect string, opts ...ClientOption) (*Client, error) {
 }
 
 func (c *Client) sessionID() int64 {
-	if c.conn == nil {
+	conn := c.connp.Load() // the event callback may run before NewClient stored c.conn
+	if conn == nil {
 		return 0
 	}
-	return c.conn.SessionID()
+	return conn.SessionID()
 }
 
 // SessionID is the current session's id (0 while there is none).

@@ -449,6 +449,9 @@ func (in *Instancer) apply(w *changes) error {
 		in.mu.Unlock()
 		w.deleted = nil
 	}
+	if !w.full && !w.children && len(w.data) == 0 {
+		return nil // nothing read: a published error stands until a read succeeds
+	}
 	if w.full || w.children {
 		if err := in.list(w); err != nil {
 			return err

@@ -1,0 +1,110 @@
+package sd_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	kitsd "github.com/go-kit/kit/sd"
+	"github.com/go-zookeeper/zk"
+	"go.uber.org/goleak"
+
+	"github.com/gracekit/gracekit/sd"
+	"github.com/gracekit/gracekit/zktest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const waitLimit = 30 * time.Second
+
+func newClient(t testing.TB, c *zktest.Cluster, opts ...sd.ClientOption) *sd.Client {
+	t.Helper()
+	opts = append([]sd.ClientOption{sd.SessionTimeout(2 * time.Second)}, opts...)
+	cl, err := sd.NewClient(c.ConnectString(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+func instance(service string, port int) sd.Instance {
+	return sd.Instance{Name: service, ID: fmt.Sprintf("%s-%d", service, port), Address: "127.0.0.1", Port: port}
+}
+
+func register(t testing.TB, cl *sd.Client, inst sd.Instance, opts ...sd.RegistrarOption) *sd.Registrar {
+	t.Helper()
+	r, err := sd.NewRegistrar(cl, inst, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	if err := r.RegisterContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.DeregisterContext(context.Background()) })
+	return r
+}
+
+func newInstancer(t testing.TB, cl *sd.Client, service string, opts ...sd.InstancerOption) (*sd.Instancer, chan kitsd.Event) {
+	t.Helper()
+	in, err := sd.NewInstancer(cl, service, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan kitsd.Event, 64)
+	in.Register(ch)
+	t.Cleanup(func() {
+		in.Deregister(ch)
+		in.Stop()
+	})
+	return in, ch
+}
+
+// waitSet reads events until one has no error and exactly want (sorted).
+func waitSet(t testing.TB, ch <-chan kitsd.Event, want ...string) kitsd.Event {
+	t.Helper()
+	slices.Sort(want)
+	deadline := time.After(waitLimit)
+	var last kitsd.Event
+	for {
+		select {
+		case ev := <-ch:
+			last = ev
+			if ev.Err == nil && slices.Equal(ev.Instances, want) {
+				return ev
+			}
+		case <-deadline:
+			t.Fatalf("no event with %v within %v; last: %v (err %v)", want, waitLimit, last.Instances, last.Err)
+		}
+	}
+}
+
+// waitFor polls cond until it holds.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, waitLimit)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func rawConn(t testing.TB, c *zktest.Cluster) *zk.Conn {
+	t.Helper()
+	conn, _, err := zk.Connect(c.Addrs(), 5*time.Second, zk.WithLogInfo(false), zk.WithLogger(silent{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	return conn
+}
+
+type silent struct{}
+
+func (silent) Printf(string, ...any) {}

@@ -1,0 +1,454 @@
+package sd_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/gracekit/gracekit/sd"
+	"github.com/gracekit/gracekit/zktest"
+)
+
+func TestRegisterDiscoverDeregister(t *testing.T) {
+	c := zktest.New(t)
+	provider, consumer := newClient(t, c), newClient(t, c)
+	in, ch := newInstancer(t, consumer, "orders")
+	waitSet(t, ch) // an empty set: the service does not exist yet
+
+	r1 := register(t, provider, instance("orders", 8001))
+	r2 := register(t, provider, instance("orders", 8002))
+	waitSet(t, ch, "127.0.0.1:8001", "127.0.0.1:8002")
+	if got := in.Instances(); len(got) != 2 || got[0].ID != "orders-8001" || got[0].Czxid == 0 {
+		t.Fatalf("Instances() = %+v", got)
+	}
+
+	if err := r1.DeregisterContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitSet(t, ch, "127.0.0.1:8002")
+	if err := r1.DeregisterContext(context.Background()); err != nil {
+		t.Fatalf("a second Deregister failed: %v", err)
+	}
+	r2.Deregister()
+	waitSet(t, ch)
+}
+
+func TestRegisteredBytesHaveTheFixtureShape(t *testing.T) {
+	c := zktest.New(t)
+	cl := newClient(t, c)
+	r := register(t, cl, sd.Instance{Name: "quote-service", Address: "10.0.0.12", Port: 8081})
+	data, stat, err := rawConn(t, c).Get(r.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stat.EphemeralOwner != cl.SessionID() {
+		t.Fatalf("node owned by 0x%x, not our session 0x%x", stat.EphemeralOwner, cl.SessionID())
+	}
+	var got, want map[string]any
+	fx, _ := os.ReadFile("testdata/curator/spring-instance.json")
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	_ = json.Unmarshal(fx, &want)
+	if !sameShape(got, want) {
+		t.Fatalf("registered node\n%s\ndoes not have the shape of Curator's\n%s", data, fx)
+	}
+	inst, err := sd.CuratorCodec{}.Decode("quote-service", r.Instance().ID, data)
+	if err != nil || inst.Port != 8081 || inst.Status() != sd.StatusUp {
+		t.Fatalf("read back %+v, %v", inst, err)
+	}
+	// Parents are containers, as Curator makes them.
+	_, pstat, err := rawConn(t, c).Get("/services/quote-service")
+	if err != nil || pstat.EphemeralOwner != 0 {
+		t.Fatalf("parent: %+v %v", pstat, err)
+	}
+}
+
+// sameShape compares keys and JSON types recursively.
+func sameShape(a, b any) bool {
+	switch av := a.(type) {
+	case map[string]any:
+		bv, ok := b.(map[string]any)
+		if !ok || len(av) != len(bv) {
+			return false
+		}
+		for k := range av {
+			if _, ok := bv[k]; !ok || !sameShape(av[k], bv[k]) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		bv, ok := b.([]any)
+		return ok && len(av) == len(bv) && (len(av) == 0 || sameShape(av[0], bv[0]))
+	default:
+		return reflect.TypeOf(a) == reflect.TypeOf(b)
+	}
+}
+
+func TestThousandInstances(t *testing.T) {
+	c := zktest.New(t)
+	provider, consumer := newClient(t, c), newClient(t, c)
+	const n = 1000
+	want := make([]string, n)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		want[i] = fmt.Sprintf("127.0.0.1:%d", 10000+i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := sd.NewRegistrar(provider, instance("big", 10000+i))
+			if err == nil {
+				err = r.RegisterContext(context.Background())
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	in, ch := newInstancer(t, consumer, "big")
+	waitSet(t, ch, want...)
+	if s := in.Stats(); s.Fetches != n {
+		t.Fatalf("first load read %d nodes, want %d", s.Fetches, n)
+	}
+	// One more: only the new node is read.
+	register(t, provider, instance("big", 20000))
+	waitSet(t, ch, append(want, "127.0.0.1:20000")...)
+	if s := in.Stats(); s.Fetches != n+1 {
+		t.Fatalf("after one create %d reads in all, want %d", s.Fetches, n+1)
+	}
+}
+
+func TestStatusFlipHidesWithoutDeleting(t *testing.T) {
+	c := zktest.New(t)
+	provider, consumer := newClient(t, c), newClient(t, c)
+	r := register(t, provider, instance("pay", 9001))
+	register(t, provider, instance("pay", 9002))
+	_, ch := newInstancer(t, consumer, "pay")
+	waitSet(t, ch, "127.0.0.1:9001", "127.0.0.1:9002")
+
+	if err := r.SetStatus(context.Background(), sd.StatusOutOfService); err != nil {
+		t.Fatal(err)
+	}
+	waitSet(t, ch, "127.0.0.1:9002")
+	if ok, _, err := rawConn(t, c).Exists(r.Path()); err != nil || !ok {
+		t.Fatalf("the node was deleted: %v %v", ok, err)
+	}
+	if err := r.SetStatus(context.Background(), sd.StatusUp); err != nil {
+		t.Fatal(err)
+	}
+	waitSet(t, ch, "127.0.0.1:9001", "127.0.0.1:9002")
+	if err := r.SetStatus(context.Background(), "DOWN"); err == nil {
+		t.Fatal("an unknown status was accepted")
+	}
+}
+
+func TestSessionExpiryRecreatesTheNodeOnce(t *testing.T) {
+	c := zktest.New(t)
+	rec := zktest.NewSessionRecorder()
+	provider := newClient(t, c, sd.Dialer(rec.Dial))
+	consumer := newClient(t, c)
+	var reregistered atomic.Int32
+	r := register(t, provider, instance("exp", 7001), sd.OnRegistrarEvent(func(ev sd.RegistrarEvent) {
+		if ev.Kind == sd.EventReregistered {
+			reregistered.Add(1)
+		}
+	}))
+	register(t, newClient(t, c), instance("exp", 7002))
+	in, ch := newInstancer(t, consumer, "exp")
+	waitSet(t, ch, "127.0.0.1:7001", "127.0.0.1:7002")
+	_, before, _ := rawConn(t, c).Get(r.Path())
+
+	old := provider.SessionID()
+	if err := rec.Expire(c.Servers[0].Addr(), old); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a new session", func() bool { s := provider.SessionID(); return s != 0 && s != old })
+	waitFor(t, "the node re-created in the new session", func() bool {
+		_, st, err := rawConn(t, c).Get(r.Path())
+		return err == nil && st.EphemeralOwner == provider.SessionID() && st.Czxid > before.Czxid
+	})
+	waitSet(t, ch, "127.0.0.1:7001", "127.0.0.1:7002")
+	// Give a flapping registrar the chance to show itself.
+	_, settled, _ := rawConn(t, c).Get(r.Path())
+	waitFor(t, "another event round trip", func() bool {
+		_, err := rawConn(t, c).Sync("/services/exp"); return err == nil
+	})
+	if _, st, _ := rawConn(t, c).Get(r.Path()); st.Czxid != settled.Czxid {
+		t.Fatalf("node re-created again: czxid %d then %d", settled.Czxid, st.Czxid)
+	}
+	if n := reregistered.Load(); n != 1 {
+		t.Fatalf("re-registered %d times, want once", n)
+	}
+	if got := in.Instances(); len(got) != 2 {
+		t.Fatalf("instancer lost instances: %+v", got)
+	}
+}
+
+func TestConsumerSessionExpiryRewatches(t *testing.T) {
+	c := zktest.New(t)
+	rec := zktest.NewSessionRecorder()
+	provider := newClient(t, c)
+	consumer := newClient(t, c, sd.Dialer(rec.Dial))
+	register(t, provider, instance("cx", 6001))
+	_, ch := newInstancer(t, consumer, "cx")
+	waitSet(t, ch, "127.0.0.1:6001")
+	old := consumer.SessionID()
+	if err := rec.Expire(c.Servers[0].Addr(), old); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a new consumer session", func() bool { s := consumer.SessionID(); return s != 0 && s != old })
+	// Watches of the old session are gone: changes must still arrive.
+	register(t, provider, instance("cx", 6002))
+	waitSet(t, ch, "127.0.0.1:6001", "127.0.0.1:6002")
+}
+
+func TestEnsembleLeaderKillLosesNothing(t *testing.T) {
+	c := zktest.New(t, zktest.Size(3))
+	provider := newClient(t, c, sd.SessionTimeout(4*time.Second))
+	consumer := newClient(t, c, sd.SessionTimeout(4*time.Second))
+	r := register(t, provider, instance("ha", 5001))
+	_, ch := newInstancer(t, consumer, "ha")
+	waitSet(t, ch, "127.0.0.1:5001")
+	_, before, err := rawConn(t, c).Get(r.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader, err := c.Leader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := leader.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a new leader", func() bool { l, err := c.Leader(); return err == nil && l != leader })
+	register(t, provider, instance("ha", 5002))
+	waitSet(t, ch, "127.0.0.1:5001", "127.0.0.1:5002")
+	conn := rawConn(t, c)
+	_, after, err := conn.Get(r.Path())
+	if err != nil || after.Czxid != before.Czxid {
+		t.Fatalf("the node was lost or re-created across the leader kill: %v (czxid %d -> %d)", err, before.Czxid, after.Czxid)
+	}
+}
+
+func TestWholeEnsembleDownKeepsLastSetAndRecovers(t *testing.T) {
+	c := zktest.New(t)
+	provider := newClient(t, c)
+	consumer := newClient(t, c)
+	r := register(t, provider, instance("dark", 4001))
+	in, ch := newInstancer(t, consumer, "dark")
+	waitSet(t, ch, "127.0.0.1:4001")
+	_, before, _ := rawConn(t, c).Get(r.Path())
+
+	if err := c.StopAll(); err != nil {
+		t.Fatal(err)
+	}
+	// The consumer reports the outage with the last good set.
+	deadline := time.After(waitLimit)
+	for gotErr := false; !gotErr; {
+		select {
+		case ev := <-ch:
+			gotErr = ev.Err != nil
+		case <-deadline:
+			t.Fatal("no error event while ZooKeeper is down")
+		}
+	}
+	if got := in.Instances(); len(got) != 1 {
+		t.Fatalf("the last set was dropped during the outage: %+v", got)
+	}
+	time.Sleep(3 * time.Second) // longer than the 2 s session timeout, on purpose
+	if err := c.StartAll(); err != nil {
+		t.Fatal(err)
+	}
+	waitSet(t, ch, "127.0.0.1:4001")
+	waitFor(t, "the provider registered in a live session", func() bool {
+		_, st, err := rawConn(t, c).Get(r.Path())
+		return err == nil && st.EphemeralOwner == provider.SessionID() && st.EphemeralOwner != before.EphemeralOwner
+	})
+	register(t, provider, instance("dark", 4002))
+	waitSet(t, ch, "127.0.0.1:4001", "127.0.0.1:4002")
+}
+
+func TestServicePathThatComesAndGoes(t *testing.T) {
+	c := zktest.New(t)
+	provider, consumer := newClient(t, c), newClient(t, c)
+	_, ch := newInstancer(t, consumer, "later")
+	waitSet(t, ch)
+	r := register(t, provider, instance("later", 3001))
+	waitSet(t, ch, "127.0.0.1:3001")
+	if err := r.DeregisterContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitSet(t, ch)
+	// The container node is reaped by the server once empty...
+	waitFor(t, "the empty service node reaped", func() bool {
+		ok, _, err := rawConn(t, c).Exists("/services/later")
+		return err == nil && !ok
+	})
+	// ...and the instancer still sees the service come back.
+	register(t, provider, instance("later", 3002))
+	waitSet(t, ch, "127.0.0.1:3002")
+}
+
+func TestMalformedNodesAreSkippedAndCounted(t *testing.T) {
+	c := zktest.New(t)
+	provider, consumer := newClient(t, c), newClient(t, c)
+	register(t, provider, instance("mixed", 2001))
+	conn := rawConn(t, c)
+	acl := zk.WorldACL(zk.PermAll)
+	for name, data := range map[string]string{
+		"junk":   "not json",
+		"wrong":  `{"name":"mixed","id":"other","address":"h","port":1}`,
+		"noaddr": `{"name":"mixed","id":"noaddr","port":1}`,
+	} {
+		if _, err := conn.Create("/services/mixed/"+name, []byte(data), zk.FlagEphemeral, acl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in, ch := newInstancer(t, consumer, "mixed")
+	waitSet(t, ch, "127.0.0.1:2001")
+	if got := in.Stats().Malformed; got != 3 {
+		t.Fatalf("Malformed = %d, want 3", got)
+	}
+	// Fixing a node brings it in.
+	if _, err := conn.Set("/services/mixed/noaddr", []byte(`{"name":"mixed","id":"noaddr","address":"127.0.0.1","port":2002}`), -1); err != nil {
+		t.Fatal(err)
+	}
+	waitSet(t, ch, "127.0.0.1:2001", "127.0.0.1:2002")
+}
+
+func TestEvictRacingALateWatchEvent(t *testing.T) {
+	c := zktest.New(t)
+	provider, consumer := newClient(t, c), newClient(t, c)
+	r := register(t, provider, instance("ev", 1001))
+	register(t, provider, instance("ev", 1002))
+	in, ch := newInstancer(t, consumer, "ev")
+	waitSet(t, ch, "127.0.0.1:1001", "127.0.0.1:1002")
+
+	evicted, ok := in.Evict("ev-1001")
+	if !ok || evicted.HostPort() != "127.0.0.1:1001" {
+		t.Fatalf("Evict = %+v, %v", evicted, ok)
+	}
+	waitSet(t, ch, "127.0.0.1:1002")
+	// A late data event for the evicted node must not bring it back.
+	if err := r.SetStatus(context.Background(), sd.StatusUp); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the data event handled", func() bool { return in.Stats().Fetches >= 3 })
+	if got := names(in.Instances()); !slices.Equal(got, []string{"ev-1002"}) {
+		t.Fatalf("after a late event: %v", got)
+	}
+	// Gone from ZooKeeper, then re-created: it is back.
+	seen := in.Stats().WatchEvents
+	if err := r.DeregisterContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the deletion seen", func() bool { return in.Stats().WatchEvents >= seen+2 })
+	if err := r.RegisterContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitSet(t, ch, "127.0.0.1:1001", "127.0.0.1:1002")
+	if _, ok := in.Evict("nobody"); ok {
+		t.Fatal("Evict of an unknown id reported success")
+	}
+}
+
+func TestEvictThenRegistrationInTheSameSessionGap(t *testing.T) {
+	// The provider restarts with the same id faster than the gateway sees
+	// the deletion: the newer creation zxid lifts the tombstone.
+	c := zktest.New(t)
+	provider, consumer := newClient(t, c), newClient(t, c)
+	r := register(t, provider, instance("gap", 1101))
+	in, ch := newInstancer(t, consumer, "gap")
+	waitSet(t, ch, "127.0.0.1:1101")
+	in.Evict("gap-1101")
+	waitSet(t, ch)
+	if err := r.DeregisterContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.RegisterContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitSet(t, ch, "127.0.0.1:1101")
+}
+
+func names(insts []sd.Instance) []string {
+	out := make([]string, len(insts))
+	for i, inst := range insts {
+		out[i] = inst.ID
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestIDHeldByAnotherSessionIsRefused(t *testing.T) {
+	c := zktest.New(t)
+	a, b := newClient(t, c), newClient(t, c)
+	register(t, a, instance("dup", 9901))
+	r, err := sd.NewRegistrar(b, instance("dup", 9901))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	err = r.RegisterContext(ctx)
+	var conflict *sd.ConflictError
+	if !errors.As(err, &conflict) || conflict.Owner != a.SessionID() {
+		t.Fatalf("err = %v; want a *ConflictError naming session 0x%x", err, a.SessionID())
+	}
+	// Deregister from the wrong session deletes nothing.
+	if err := r.DeregisterContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, _ := rawConn(t, c).Exists(r.Path()); !ok {
+		t.Fatal("another session's node was deleted")
+	}
+}
+
+func TestChrootAndDigestAuth(t *testing.T) {
+	c := zktest.New(t)
+	cl, err := sd.NewClient(c.ConnectString()+"/tenant/a", sd.DigestAuth("svc", "s3cret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	r, err := sd.NewRegistrar(cl, instance("sec", 8801))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.RegisterContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Deregister()
+	other := rawConn(t, c)
+	full := "/tenant/a" + r.Path()
+	if _, _, err := other.Get(full); err != nil {
+		t.Fatalf("a stranger cannot read the node: %v", err)
+	}
+	if _, err := other.Set(full, []byte("x"), -1); !errors.Is(err, zk.ErrNoAuth) {
+		t.Fatalf("a stranger changed the node: %v", err)
+	}
+	in, err := sd.NewInstancer(cl, "sec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Stop()
+	waitFor(t, "the chrooted instance seen", func() bool { return len(in.Instances()) == 1 })
+}

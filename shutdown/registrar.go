@@ -1,0 +1,19 @@
+package shutdown
+
+import (
+	"context"
+
+	"github.com/gracekit/gracekit/sd"
+)
+
+// Registrar is what the start and stop steps drive in service discovery.
+// gracekit's sd.Registrar implements it. Each method must honor ctx and
+// return an error when the change could not be made.
+type Registrar interface {
+	// RegisterContext creates this instance's node with status UP.
+	RegisterContext(ctx context.Context) error
+	// SetStatus changes the status in this instance's node.
+	SetStatus(ctx context.Context, s sd.Status) error
+	// DeregisterContext deletes this instance's node.
+	DeregisterContext(ctx context.Context) error
+}

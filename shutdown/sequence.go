@@ -1,0 +1,440 @@
+package shutdown
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gracekit/gracekit/lifecycle"
+	"github.com/gracekit/gracekit/sd"
+)
+
+// Names of the Sequence's lifecycle steps, in start order. A step's stop
+// undoes its start; steps without a start only act at stop.
+//
+//	step          start              stop
+//	session       -                  close the ZooKeeper session (Always)
+//	listen        listen             close the listener if not served
+//	serve         serve (goroutine)  drain: Server.Shutdown, Tracker.Drain (Always)
+//	quiesce       -                  wait for acks and a quiet window
+//	ready-check   Config.ReadyCheck  -
+//	flush         -                  Notifier.Flush
+//	registration  register (UP)      deregister (Always)
+//	status        -                  set OUT_OF_SERVICE
+//	readiness     ready              unready, Tracker.StartDraining
+//
+// So the stop runs: readiness, status, registration, flush, quiesce, serve,
+// listen, session.
+const (
+	StepSession      = "session"
+	StepListen       = "listen"
+	StepServe        = "serve"
+	StepQuiesce      = "quiesce"
+	StepReadyCheck   = "ready-check"
+	StepFlush        = "flush"
+	StepRegistration = "registration"
+	StepStatus       = "status"
+	StepReadiness    = "readiness"
+)
+
+// Default stop bounds of a Sequence. With these the stop steps add up to
+// 14.4 s, inside lifecycle.DefaultStopBudget.
+const (
+	DefaultOutOfServiceTimeout = 2 * time.Second
+	DefaultDeregisterTimeout   = 2 * time.Second
+	DefaultFlushTimeout        = 3 * time.Second
+	DefaultQuietWindow         = 250 * time.Millisecond
+	DefaultMaxQuiesce          = 2 * time.Second
+	DefaultDrainTimeout        = 4 * time.Second
+	DefaultCloseTimeout        = time.Second
+)
+
+// quickTimeout bounds the stop steps that only flip state or close a
+// listener.
+const quickTimeout = 100 * time.Millisecond
+
+// Config is what a Sequence drives. Zero durations take the defaults.
+type Config struct {
+	// Registrar registers this instance. Required.
+	Registrar Registrar
+	// Tracker counts this instance's requests; the server's handler must be
+	// wrapped with its Middleware (or endpoints with EndpointMiddleware).
+	// Required.
+	Tracker *Tracker
+	// Readiness backs /readyz; nil uses a private one.
+	Readiness *Readiness
+	// Notifier flushes gateways at stop; nil skips the flush.
+	Notifier *Notifier
+
+	// Server serves the instance; nil runs no listen and serve steps.
+	Server *http.Server
+	// Listener is the one Server serves; nil listens on Addr.
+	Listener net.Listener
+	// Addr is the TCP address to listen on when Listener is nil; empty
+	// uses Server.Addr.
+	Addr string
+
+	// ReadyCheck, if set, must pass before registration.
+	ReadyCheck func(ctx context.Context) error
+	// CloseSession, if set, closes the ZooKeeper session, last.
+	CloseSession func(ctx context.Context) error
+
+	// StartTimeout bounds each start step; zero is
+	// lifecycle.DefaultStartTimeout.
+	StartTimeout        time.Duration
+	OutOfServiceTimeout time.Duration
+	DeregisterTimeout   time.Duration
+	FlushTimeout        time.Duration
+	// QuietWindow is how long no request may arrive before the quiesce
+	// ends, counted from its start at the earliest.
+	QuietWindow time.Duration
+	// MaxQuiesce bounds the quiesce, which reaches it when a target did not
+	// ack or requests keep arriving.
+	MaxQuiesce   time.Duration
+	DrainTimeout time.Duration
+	CloseTimeout time.Duration
+}
+
+// StepReport is the outcome of one stop step.
+type StepReport struct {
+	Step     string
+	Duration time.Duration
+	Skipped  bool
+	Err      error
+}
+
+// Report tells how a stop went.
+type Report struct {
+	// Duration is the whole stop.
+	Duration time.Duration
+	// Steps are the stop steps, in the order they ran.
+	Steps []StepReport
+	// Flush has one report per flush target.
+	Flush []FlushReport
+	// Quiesced is true when the quiesce ended on its condition (all acked
+	// and a quiet window), false when it reached MaxQuiesce or did not run.
+	Quiesced bool
+	// AfterDeregistration counts requests that arrived after deregistering.
+	AfterDeregistration int64
+	// InFlightAtDrain is the number of requests in flight when the drain
+	// began.
+	InFlightAtDrain int
+	// Err is what Stop returned.
+	Err error
+}
+
+// Sequence is a provider's start and stop, as lifecycle steps.
+type Sequence struct {
+	cfg    Config
+	engine *lifecycle.Engine
+
+	registered atomic.Bool
+	ln         net.Listener
+	serving    bool
+	serveDone  chan struct{}
+	serveErr   error
+
+	mu     sync.Mutex
+	report Report
+}
+
+// NewSequence checks cfg and returns its Sequence. opts are passed to
+// lifecycle.New: lifecycle.StopBudget to fit another budget than fx's
+// default, lifecycle.WithListener to observe the steps. It returns a
+// *lifecycle.BudgetError if the stop bounds do not fit the budget.
+func NewSequence(cfg Config, opts ...lifecycle.Option) (*Sequence, error) {
+	if cfg.Registrar == nil {
+		return nil, errors.New("shutdown: config needs a Registrar")
+	}
+	if cfg.Tracker == nil {
+		return nil, errors.New("shutdown: config needs a Tracker")
+	}
+	if cfg.Readiness == nil {
+		cfg.Readiness = &Readiness{}
+	}
+	for _, d := range []struct {
+		name string
+		p    *time.Duration
+		def  time.Duration
+	}{
+		{"StartTimeout", &cfg.StartTimeout, lifecycle.DefaultStartTimeout},
+		{"OutOfServiceTimeout", &cfg.OutOfServiceTimeout, DefaultOutOfServiceTimeout},
+		{"DeregisterTimeout", &cfg.DeregisterTimeout, DefaultDeregisterTimeout},
+		{"FlushTimeout", &cfg.FlushTimeout, DefaultFlushTimeout},
+		{"QuietWindow", &cfg.QuietWindow, DefaultQuietWindow},
+		{"MaxQuiesce", &cfg.MaxQuiesce, DefaultMaxQuiesce},
+		{"DrainTimeout", &cfg.DrainTimeout, DefaultDrainTimeout},
+		{"CloseTimeout", &cfg.CloseTimeout, DefaultCloseTimeout},
+	} {
+		switch {
+		case *d.p < 0:
+			return nil, fmt.Errorf("shutdown: invalid %s %s (must not be negative)", d.name, *d.p)
+		case *d.p == 0:
+			*d.p = d.def
+		}
+	}
+	if cfg.QuietWindow > cfg.MaxQuiesce {
+		return nil, fmt.Errorf("shutdown: QuietWindow %s exceeds MaxQuiesce %s", cfg.QuietWindow, cfg.MaxQuiesce)
+	}
+	s := &Sequence{cfg: cfg}
+	e, err := lifecycle.New(s.steps(), append([]lifecycle.Option{lifecycle.WithListener(s.record)}, opts...)...)
+	if err != nil {
+		return nil, err
+	}
+	s.engine = e
+	return s, nil
+}
+
+func (s *Sequence) steps() []lifecycle.Step {
+	c := s.cfg
+	var steps []lifecycle.Step
+	if c.CloseSession != nil {
+		steps = append(steps, lifecycle.Step{Name: StepSession, Stop: c.CloseSession, StopTimeout: c.CloseTimeout, Always: true})
+	}
+	if c.Server != nil {
+		steps = append(steps,
+			lifecycle.Step{Name: StepListen, Start: s.listen, Stop: s.closeListener, StartTimeout: c.StartTimeout, StopTimeout: quickTimeout},
+			// Always: an expired stop context must not leave the server
+			// and its goroutine running; the drain keeps its own bound.
+			lifecycle.Step{Name: StepServe, Start: s.serve, Stop: s.drain, StartTimeout: c.StartTimeout, StopTimeout: c.DrainTimeout, Always: true},
+		)
+	} else {
+		steps = append(steps, lifecycle.Step{Name: StepServe, Stop: s.drain, StopTimeout: c.DrainTimeout})
+	}
+	steps = append(steps, lifecycle.Step{Name: StepQuiesce, Stop: s.quiesce, StopTimeout: c.MaxQuiesce + quickTimeout})
+	if c.ReadyCheck != nil {
+		steps = append(steps, lifecycle.Step{Name: StepReadyCheck, Start: c.ReadyCheck, StartTimeout: c.StartTimeout})
+	}
+	if c.Notifier != nil {
+		steps = append(steps, lifecycle.Step{Name: StepFlush, Stop: s.flush, StopTimeout: c.FlushTimeout})
+	}
+	return append(steps,
+		lifecycle.Step{Name: StepRegistration, Start: s.register, Stop: s.deregister, StartTimeout: c.StartTimeout, StopTimeout: c.DeregisterTimeout, Always: true},
+		lifecycle.Step{Name: StepStatus, Stop: s.outOfService, StopTimeout: c.OutOfServiceTimeout},
+		lifecycle.Step{Name: StepReadiness, Start: s.ready, Stop: s.unready, StartTimeout: c.StartTimeout, StopTimeout: quickTimeout},
+	)
+}
+
+// Start listens, serves in a goroutine the Sequence owns, runs the ready
+// check, registers and marks the instance ready. On failure it undoes what
+// started and returns the error. It may be called once.
+func (s *Sequence) Start(ctx context.Context) error { return s.engine.Start(ctx) }
+
+// Stop marks the instance unready, out of service, deregisters it, flushes
+// the gateways, quiesces, drains and closes the session, each step bounded,
+// and returns the steps' errors joined. Deregistering and closing the session
+// run even after a failed or timed-out step, or an expired ctx. When Stop
+// returns, the serve goroutine has exited unless the drain timed out on a
+// Server that ignores Close. Stop is idempotent.
+func (s *Sequence) Stop(ctx context.Context) error {
+	begin := time.Now()
+	err := s.engine.Stop(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.report.Duration == 0 {
+		s.report.Duration = time.Since(begin)
+		s.report.AfterDeregistration = s.cfg.Tracker.AfterDeregistration()
+		s.report.Err = err
+	}
+	return err
+}
+
+// Report returns what the last stop did; call it after Stop.
+func (s *Sequence) Report() Report {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.report
+	r.Steps = append([]StepReport(nil), r.Steps...)
+	r.Flush = append([]FlushReport(nil), r.Flush...)
+	return r
+}
+
+// Addr returns the address served, once the listen step ran; nil before.
+func (s *Sequence) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
+}
+
+// Readiness returns the readiness state the Sequence drives.
+func (s *Sequence) Readiness() *Readiness { return s.cfg.Readiness }
+
+func (s *Sequence) record(e lifecycle.Event) {
+	if e.Phase != lifecycle.PhaseStop {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.report.Steps = append(s.report.Steps, StepReport{Step: e.Step, Duration: e.Duration, Skipped: e.Skipped, Err: e.Err})
+}
+
+func (s *Sequence) listen(ctx context.Context) error {
+	ln := s.cfg.Listener
+	if ln == nil {
+		addr := s.cfg.Addr
+		if addr == "" {
+			addr = s.cfg.Server.Addr
+		}
+		var lc net.ListenConfig
+		var err error
+		if ln, err = lc.Listen(ctx, "tcp", addr); err != nil {
+			return fmt.Errorf("shutdown: listen: %w", err)
+		}
+	}
+	s.mu.Lock()
+	s.ln = ln
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Sequence) closeListener(context.Context) error {
+	if s.serving {
+		return nil // the drain closed it
+	}
+	if err := s.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		return err
+	}
+	return nil
+}
+
+func (s *Sequence) serve(context.Context) error {
+	s.serving = true
+	s.serveDone = make(chan struct{})
+	go func() {
+		defer close(s.serveDone)
+		if err := s.cfg.Server.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
+			s.serveErr = err
+		}
+	}()
+	return nil
+}
+
+func (s *Sequence) register(ctx context.Context) error {
+	if err := s.cfg.Registrar.RegisterContext(ctx); err != nil {
+		return err
+	}
+	s.registered.Store(true)
+	return nil
+}
+
+func (s *Sequence) ready(context.Context) error {
+	s.cfg.Readiness.SetReady()
+	return nil
+}
+
+func (s *Sequence) unready(context.Context) error {
+	s.cfg.Readiness.SetUnready()
+	s.cfg.Tracker.StartDraining()
+	return nil
+}
+
+func (s *Sequence) outOfService(ctx context.Context) error {
+	return s.cfg.Registrar.SetStatus(ctx, sd.StatusOutOfService)
+}
+
+func (s *Sequence) deregister(ctx context.Context) error {
+	defer s.cfg.Tracker.MarkDeregistered()
+	return s.cfg.Registrar.DeregisterContext(ctx)
+}
+
+// acked reports whether every flush target acked; true without a Notifier.
+func (s *Sequence) acked() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.report.Flush {
+		if !r.Acked {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Sequence) flush(ctx context.Context) error {
+	if !s.registered.Load() {
+		return nil
+	}
+	reports, err := s.cfg.Notifier.Flush(ctx)
+	s.mu.Lock()
+	s.report.Flush = reports
+	s.mu.Unlock()
+	return err
+}
+
+// quiesce keeps serving until every flush target acked and no request
+// arrived for QuietWindow, counted from the later of the last arrival and
+// the quiesce start; or until MaxQuiesce. It waits on timers, re-armed when
+// a request arrived meanwhile.
+func (s *Sequence) quiesce(ctx context.Context) error {
+	if !s.registered.Load() {
+		return nil
+	}
+	begin := time.Now()
+	limit := time.NewTimer(s.cfg.MaxQuiesce)
+	defer limit.Stop()
+	if !s.acked() {
+		select {
+		case <-limit.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	quiet := time.NewTimer(s.cfg.QuietWindow)
+	defer quiet.Stop()
+	for {
+		select {
+		case <-limit.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-quiet.C:
+			since := s.cfg.Tracker.LastArrival()
+			if since.Before(begin) {
+				since = begin
+			}
+			if left := s.cfg.QuietWindow - time.Since(since); left > 0 {
+				quiet.Reset(left)
+				continue
+			}
+			s.mu.Lock()
+			s.report.Quiesced = true
+			s.mu.Unlock()
+			return nil
+		}
+	}
+}
+
+func (s *Sequence) drain(ctx context.Context) error {
+	s.mu.Lock()
+	s.report.InFlightAtDrain = s.cfg.Tracker.InFlight()
+	s.mu.Unlock()
+	var errs []error
+	if srv := s.cfg.Server; srv != nil {
+		if err := srv.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("shutdown: server shutdown: %w", err))
+			_ = srv.Close() // cut the connections still open
+		}
+	}
+	if err := s.cfg.Tracker.Drain(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("shutdown: %d request(s) still in flight: %w", s.cfg.Tracker.InFlight(), err))
+	}
+	if s.serveDone != nil {
+		select {
+		case <-s.serveDone:
+			if s.serveErr != nil {
+				errs = append(errs, fmt.Errorf("shutdown: serve: %w", s.serveErr))
+			}
+		case <-ctx.Done():
+			errs = append(errs, fmt.Errorf("shutdown: serve goroutine did not exit: %w", ctx.Err()))
+		}
+	}
+	return errors.Join(errs...)
+}
