@@ -150,6 +150,7 @@ type Client struct {
 	nextSub  int
 	closed   bool
 	drained  chan struct{} // closed when the zk event channel is closed
+	done     chan struct{} // closed by Close
 	closeErr sync.Once
 }
 
@@ -215,6 +216,7 @@ func NewClient(connect string, opts ...ClientOption) (*Client, error) {
 		logger:  o.logger.With("component", "sd.client"),
 		subs:    map[int]func(SessionEvent){},
 		drained: make(chan struct{}),
+		done:    make(chan struct{}),
 		acl:     zk.WorldACL(zk.PermAll),
 	}
 	if o.user != "" {
@@ -386,13 +388,26 @@ func (c *Client) Close() {
 	already := c.closed
 	c.closed = true
 	c.mu.Unlock()
-	if already || c.conn == nil {
-		<-c.drained
-		return
+	if !already {
+		close(c.done)
+		c.conn.Close()
 	}
-	c.conn.Close()
-	<-c.drained
+	// go-zookeeper can block for good in its request flush when calls are
+	// in flight at Close; bound the wait rather than hang the caller.
+	t := time.NewTimer(closeWait)
+	defer t.Stop()
+	select {
+	case <-c.drained:
+	case <-t.C:
+		c.logger.Warn("zk client goroutines did not end in time", "wait", closeWait)
+	}
 }
+
+// closeWait bounds Close.
+const closeWait = 5 * time.Second
+
+// Done is closed when Close is called.
+func (c *Client) Done() <-chan struct{} { return c.done }
 
 // zkLogger sends go-zookeeper's log lines to slog at debug level.
 type zkLogger struct{ l *slog.Logger }

@@ -388,6 +388,16 @@ func (in *Instancer) run() {
 				retry.Stop()
 			}
 			return
+		case <-in.c.Done():
+			// The client is closed for good: say so once, then wait for Stop.
+			in.mu.Lock()
+			in.publishLocked(ErrClosed)
+			in.mu.Unlock()
+			if retry != nil {
+				retry.Stop()
+			}
+			<-in.ctx.Done()
+			return
 		case <-in.wake:
 		case <-retryC:
 			retry = nil

@@ -344,7 +344,12 @@ func (r *Registrar) startKeeper() {
 	r.stop, r.done, r.kick = make(chan struct{}), make(chan struct{}), make(chan struct{}, 1)
 	kick := r.kick
 	r.unsubs = r.c.subscribe(func(ev SessionEvent) {
-		if ev.State == zk.StateHasSession || ev.State == zk.StateExpired {
+		// Watches survive a reconnect within the session; only a new
+		// session (after expiry) needs the node re-created at once.
+		r.mu.Lock()
+		owner := r.session
+		r.mu.Unlock()
+		if (ev.State == zk.StateHasSession && ev.SessionID != owner) || ev.State == zk.StateExpired {
 			select {
 			case kick <- struct{}{}:
 			default:
@@ -373,9 +378,10 @@ func (r *Registrar) keep(stop, done chan struct{}) {
 	go func() {
 		select {
 		case <-stop:
-			cancel()
+		case <-r.c.Done(): // the session is gone with its client: nothing to keep
 		case <-ctx.Done():
 		}
+		cancel()
 	}()
 	for {
 		// Arm a watch on our node, then make sure it exists.
@@ -398,7 +404,7 @@ func (r *Registrar) keep(stop, done chan struct{}) {
 			bo.Reset()
 		}
 		select {
-		case <-stop:
+		case <-ctx.Done():
 			return
 		case <-watch:
 		case <-r.kick:

@@ -99,7 +99,9 @@ func sameShape(a, b any) bool {
 
 func TestThousandInstances(t *testing.T) {
 	c := zktest.New(t)
-	provider, consumer := newClient(t, c), newClient(t, c)
+	// A session timeout long enough for a loaded 2-core machine under -race.
+	provider := newClient(t, c, sd.SessionTimeout(20*time.Second))
+	consumer := newClient(t, c, sd.SessionTimeout(20*time.Second))
 	const n = 1000
 	want := make([]string, n)
 	var wg sync.WaitGroup
@@ -189,7 +191,8 @@ func TestSessionExpiryRecreatesTheNodeOnce(t *testing.T) {
 	// Give a flapping registrar the chance to show itself.
 	_, settled, _ := rawConn(t, c).Get(r.Path())
 	waitFor(t, "another event round trip", func() bool {
-		_, err := rawConn(t, c).Sync("/services/exp"); return err == nil
+		_, err := rawConn(t, c).Sync("/services/exp")
+		return err == nil
 	})
 	if _, st, _ := rawConn(t, c).Get(r.Path()); st.Czxid != settled.Czxid {
 		t.Fatalf("node re-created again: czxid %d then %d", settled.Czxid, st.Czxid)
@@ -278,10 +281,13 @@ func TestWholeEnsembleDownKeepsLastSetAndRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitSet(t, ch, "127.0.0.1:4001")
+	// ZooKeeper may resume the old session after a restart or expire it;
+	// either way the node must be there, owned by the provider's session.
 	waitFor(t, "the provider registered in a live session", func() bool {
 		_, st, err := rawConn(t, c).Get(r.Path())
-		return err == nil && st.EphemeralOwner == provider.SessionID() && st.EphemeralOwner != before.EphemeralOwner
+		return err == nil && st.EphemeralOwner == provider.SessionID()
 	})
+	t.Logf("session after the outage: new=%v", provider.SessionID() != before.EphemeralOwner)
 	register(t, provider, instance("dark", 4002))
 	waitSet(t, ch, "127.0.0.1:4001", "127.0.0.1:4002")
 }

@@ -1,0 +1,328 @@
+package endpoint
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	kitendpoint "github.com/go-kit/kit/endpoint"
+	kitsd "github.com/go-kit/kit/sd"
+	kitlb "github.com/go-kit/kit/sd/lb"
+)
+
+// ErrClosed is returned by the endpoints and balancers of a closed
+// [Endpointer].
+var ErrClosed = errors.New("endpoint: endpointer closed")
+
+var _ kitsd.Endpointer = (*Endpointer)(nil)
+
+// snapshot is one immutable view of the instance set; readers load it
+// atomically and never lock.
+type snapshot struct {
+	instances []*instance // sorted by name
+	endpoints []kitendpoint.Endpoint
+	err       error // set when the set was invalidated or closed
+}
+
+func (s *snapshot) emptyErr() error {
+	if s.err != nil {
+		return s.err
+	}
+	return kitlb.ErrNoEndpoints
+}
+
+// Endpointer subscribes to an Instancer and keeps one endpoint per instance,
+// built by a Factory. It implements go-kit's sd.Endpointer and is the source
+// of this package's balancers. All methods are safe for concurrent use.
+type Endpointer struct {
+	src     kitsd.Instancer
+	factory kitsd.Factory
+	opts    options
+	epoch   time.Time
+
+	snap atomic.Pointer[snapshot]
+
+	events chan kitsd.Event
+	sync   chan struct{}
+	stop   chan struct{}
+	done   chan struct{}
+	once   sync.Once
+
+	mu         sync.Mutex // guards below and snapshot publication
+	current    map[string]*instance
+	tombstones map[string]struct{}
+	closed     bool
+
+	ejectMu sync.Mutex // serializes ejection decisions
+}
+
+// NewEndpointer subscribes to src and builds an endpoint per instance with f.
+// The first set that src sends while registering is applied before
+// NewEndpointer returns. Factory errors are logged and the instance skipped.
+//
+// On a discovery error the last endpoints are kept, unless
+// [InvalidateOnError] says otherwise. A removed instance is no longer picked
+// at once; its io.Closer runs after the calls in flight on it have returned.
+// Call Close to stop.
+func NewEndpointer(src kitsd.Instancer, f kitsd.Factory, opts ...Option) (*Endpointer, error) {
+	if src == nil {
+		return nil, fmt.Errorf("endpoint: instancer is nil")
+	}
+	if f == nil {
+		return nil, fmt.Errorf("endpoint: factory is nil")
+	}
+	o := defaultOptions()
+	for _, opt := range opts {
+		if err := opt.apply(&o); err != nil {
+			return nil, err
+		}
+	}
+	e := &Endpointer{
+		src:        src,
+		factory:    f,
+		opts:       o,
+		epoch:      time.Now(),
+		events:     make(chan kitsd.Event),
+		sync:       make(chan struct{}),
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
+		current:    map[string]*instance{},
+		tombstones: map[string]struct{}{},
+	}
+	e.snap.Store(&snapshot{})
+	go e.loop()
+	src.Register(e.events)
+	e.sync <- struct{}{} // every event received before this one is applied
+	return e, nil
+}
+
+// now returns the clock used for cool-offs: monotonic nanoseconds, > 0.
+func (e *Endpointer) now() int64 {
+	if e.opts.now != nil {
+		return e.opts.now()
+	}
+	return int64(time.Since(e.epoch)) + 1
+}
+
+func (e *Endpointer) loop() {
+	defer close(e.done)
+	var (
+		timer   *time.Timer
+		expired <-chan time.Time
+	)
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		select {
+		case ev := <-e.events:
+			if ev.Err == nil {
+				if timer != nil {
+					timer.Stop()
+					timer, expired = nil, nil
+				}
+				e.update(ev.Instances)
+				continue
+			}
+			e.opts.logger.Warn("discovery error", "err", ev.Err)
+			if e.opts.invalidate && timer == nil {
+				timer = time.NewTimer(e.opts.invalidateTimeout)
+				expired = timer.C
+			}
+		case <-expired:
+			timer, expired = nil, nil
+			e.invalidate()
+		case <-e.sync:
+		case <-e.stop:
+			return
+		}
+	}
+}
+
+// Endpoints implements go-kit's sd.Endpointer: the current endpoints, ordered
+// by instance string. It includes ejected and closing instances, which this
+// package's balancers skip. The slice must not be modified.
+func (e *Endpointer) Endpoints() ([]kitendpoint.Endpoint, error) {
+	s := e.snap.Load()
+	return s.endpoints, s.err
+}
+
+// Instances returns the instance strings currently in the set, sorted.
+func (e *Endpointer) Instances() []string {
+	s := e.snap.Load()
+	out := make([]string, len(s.instances))
+	for i, in := range s.instances {
+		out[i] = in.name
+	}
+	return out
+}
+
+// Evict removes instance (the string the Instancer publishes) now: when Evict
+// returns, no balancer over this Endpointer picks it. Calls in flight on it
+// finish before its io.Closer runs. It stays out, even if the Instancer still
+// lists it, until an Instancer update no longer lists it; after that it may
+// come back. Evicting an unknown instance keeps it out the same way.
+func (e *Endpointer) Evict(instance string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return
+	}
+	e.tombstones[instance] = struct{}{}
+	if in, ok := e.current[instance]; ok {
+		delete(e.current, instance)
+		e.publish(e.snap.Load().err)
+		in.remove()
+		e.opts.logger.Info("instance evicted", "instance", instance)
+	}
+}
+
+// Close deregisters from the Instancer, stops the Endpointer's goroutine and
+// waits for it, then removes every instance (each io.Closer runs once the
+// calls in flight on it return). Afterwards the balancers return [ErrClosed].
+// Close may be called more than once; it always returns nil.
+func (e *Endpointer) Close() error {
+	e.once.Do(func() {
+		e.src.Deregister(e.events) // the loop still receives meanwhile
+		close(e.stop)
+		<-e.done
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.closed = true
+		old := e.current
+		e.current = map[string]*instance{}
+		e.publish(ErrClosed)
+		for _, in := range old {
+			in.remove()
+		}
+	})
+	return nil
+}
+
+// update applies a complete instance set from the Instancer.
+func (e *Endpointer) update(listed []string) {
+	names := slices.Clone(listed)
+	slices.Sort(names)
+	names = slices.Compact(names)
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return
+	}
+	for name := range e.tombstones {
+		if _, found := slices.BinarySearch(names, name); !found {
+			delete(e.tombstones, name)
+		}
+	}
+	next := make(map[string]*instance, len(names))
+	for _, name := range names {
+		if _, dead := e.tombstones[name]; dead {
+			continue
+		}
+		if in, ok := e.current[name]; ok {
+			next[name] = in
+			delete(e.current, name)
+			continue
+		}
+		ep, closer, err := e.factory(name)
+		if err != nil {
+			e.opts.logger.Warn("factory failed", "instance", name, "err", err)
+			continue
+		}
+		if ep == nil {
+			e.opts.logger.Warn("factory returned a nil endpoint", "instance", name)
+			continue
+		}
+		next[name] = newInstance(e, name, ep, closer)
+	}
+	old := e.current
+	e.current = next
+	e.publish(nil)
+	for _, in := range old {
+		in.remove()
+	}
+}
+
+// invalidate removes every instance after a discovery error outlived the
+// InvalidateOnError timeout.
+func (e *Endpointer) invalidate() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return
+	}
+	old := e.current
+	e.current = map[string]*instance{}
+	e.publish(errInvalidated)
+	for _, in := range old {
+		in.remove()
+	}
+}
+
+var errInvalidated = errors.New("endpoint: discovery error outlived the invalidate timeout")
+
+// publish stores a new snapshot built from e.current; e.mu must be held.
+func (e *Endpointer) publish(err error) {
+	s := &snapshot{err: err}
+	s.instances = make([]*instance, 0, len(e.current))
+	for _, in := range e.current {
+		s.instances = append(s.instances, in)
+	}
+	slices.SortFunc(s.instances, func(a, b *instance) int {
+		switch {
+		case a.name < b.name:
+			return -1
+		case a.name > b.name:
+			return 1
+		}
+		return 0
+	})
+	s.endpoints = make([]kitendpoint.Endpoint, len(s.instances))
+	for i, in := range s.instances {
+		s.endpoints[i] = in.call
+	}
+	e.snap.Store(s)
+}
+
+// eject takes in out of rotation for a cool-off unless too many instances
+// are unavailable already.
+func (e *Endpointer) eject(in *instance) {
+	e.ejectMu.Lock()
+	defer e.ejectMu.Unlock()
+	if !in.available() {
+		return // already out
+	}
+	s := e.snap.Load()
+	n := len(s.instances)
+	limit := int(e.opts.maxEjectedShare * float64(n))
+	if limit > n-1 {
+		limit = n - 1
+	}
+	out := 0
+	for _, other := range s.instances {
+		if other != in && !other.available() {
+			out++
+		}
+	}
+	if out >= limit {
+		return
+	}
+	k := in.ejections.Add(1) - 1
+	cool := e.opts.coolOff
+	for ; k > 0 && cool < e.opts.maxCoolOff; k-- {
+		cool *= 2
+	}
+	cool = min(cool, e.opts.maxCoolOff)
+	in.blockedUntil.Store(e.now() + int64(cool))
+	in.fails.Store(0)
+	if e.opts.ejections != nil {
+		e.opts.ejections.Add(1)
+	}
+	e.opts.logger.Warn("instance ejected", "instance", in.name, "cool_off", cool)
+}
