@@ -17,4 +17,9 @@ require (
 require (
 	github.com/go-logfmt/logfmt v0.5.1 // indirect
 	github.com/stretchr/testify v1.8.1 // indirect
+	go.uber.org/dig v1.19.0 // indirect
+	go.uber.org/fx v1.24.0 // indirect
+	go.uber.org/multierr v1.10.0 // indirect
+	go.uber.org/zap v1.26.0 // indirect
+	golang.org/x/sys v0.35.0 // indirect
 )

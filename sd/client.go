@@ -1,6 +1,7 @@
 package sd
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -229,6 +230,7 @@ func NewClient(connect string, opts ...ClientOption) (*Client, error) {
 	if dialer == nil {
 		dialer = net.DialTimeout
 	}
+	dialer = bufferedDialer(dialer)
 	conn, events, err := zk.Connect(servers, o.sessionTimeout,
 		zk.WithLogger(zkLogger{c.logger}),
 		zk.WithLogInfo(false),
@@ -415,3 +417,23 @@ type zkLogger struct{ l *slog.Logger }
 func (z zkLogger) Printf(format string, args ...any) {
 	z.l.Debug("zk: " + fmt.Sprintf(format, args...))
 }
+
+// bufferedDialer wraps connections with a read buffer: go-zookeeper reads
+// each response with two small reads, a syscall each; a load of thousands
+// of nodes then spends more time in read(2) than anywhere else.
+func bufferedDialer(d zk.Dialer) zk.Dialer {
+	return func(network, address string, timeout time.Duration) (net.Conn, error) {
+		c, err := d(network, address, timeout)
+		if err != nil {
+			return nil, err
+		}
+		return &bufferedConn{Conn: c, r: bufio.NewReaderSize(c, 64<<10)}, nil
+	}
+}
+
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (b *bufferedConn) Read(p []byte) (int, error) { return b.r.Read(p) }

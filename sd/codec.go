@@ -225,18 +225,20 @@ func (o *object) bytes() []byte {
 }
 
 type curatorNode struct {
-	Name                *string         `json:"name"`
-	ID                  *string         `json:"id"`
-	Address             *string         `json:"address"`
-	Port                *int            `json:"port"`
-	SSLPort             *int            `json:"sslPort"`
-	Payload             json.RawMessage `json:"payload"`
-	RegistrationTimeUTC *int64          `json:"registrationTimeUTC"`
-	ServiceType         *string         `json:"serviceType"`
-	URISpec             *uriSpec        `json:"uriSpec"`
+	Name                *string  `json:"name"`
+	ID                  *string  `json:"id"`
+	Address             *string  `json:"address"`
+	Port                *int     `json:"port"`
+	SSLPort             *int     `json:"sslPort"`
+	Payload             *payload `json:"payload"`
+	RegistrationTimeUTC *int64   `json:"registrationTimeUTC"`
+	ServiceType         *string  `json:"serviceType"`
+	URISpec             *uriSpec `json:"uriSpec"`
 }
 
-type springPayload struct {
+// payload reads the payload lazily: its metadata means something only
+// when @class is Spring's, and other classes may hold anything.
+type payload struct {
 	Class    *string         `json:"@class"`
 	Metadata json.RawMessage `json:"metadata"`
 }
@@ -287,17 +289,11 @@ func (CuratorCodec) Decode(service, child string, data []byte) (Instance, error)
 	if n.URISpec != nil {
 		inst.URISpec = n.URISpec.String()
 	}
-	if len(n.Payload) > 0 && string(n.Payload) != "null" {
-		var p springPayload
-		if err := json.Unmarshal(n.Payload, &p); err != nil {
-			return bad("payload is not an object", err)
-		}
-		// A payload of another class is kept as it is; only Spring's has
-		// metadata we read.
-		if p.Class != nil && *p.Class == SpringInstanceClass && len(p.Metadata) > 0 && string(p.Metadata) != "null" {
-			if err := json.Unmarshal(p.Metadata, &inst.Metadata); err != nil {
-				return bad("payload.metadata is not a map of strings", err)
-			}
+	// A payload of another class is kept as it is; only Spring's has
+	// metadata we read.
+	if p := n.Payload; p != nil && p.Class != nil && *p.Class == SpringInstanceClass && len(p.Metadata) > 0 && string(p.Metadata) != "null" {
+		if err := json.Unmarshal(p.Metadata, &inst.Metadata); err != nil {
+			return bad("payload.metadata is not a map of strings", err)
 		}
 	}
 	return inst, nil

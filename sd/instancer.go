@@ -534,11 +534,10 @@ func (in *Instancer) list(w *changes) error {
 }
 
 type fetched struct {
-	name string
-	data []byte
-	stat *zk.Stat
-	ch   <-chan zk.Event
-	err  error
+	name  string
+	entry *entry
+	ch    <-chan zk.Event
+	err   error
 }
 
 // fetch reads the children in w.data concurrently over the one connection
@@ -563,7 +562,12 @@ func (in *Instancer) fetch(w *changes) error {
 				}
 				r := &results[i]
 				r.name = names[i]
-				r.data, r.stat, r.ch, r.err = in.c.conn.GetW(path.Join(in.dir, names[i]))
+				var data []byte
+				var stat *zk.Stat
+				data, stat, r.ch, r.err = in.c.conn.GetW(path.Join(in.dir, names[i]))
+				if r.err == nil {
+					r.entry = in.decode(names[i], data, stat) // decode while others wait on the network
+				}
 			}
 		}()
 	}
@@ -590,25 +594,25 @@ func (in *Instancer) fetch(w *changes) error {
 		default:
 			in.watch(r.ch, r.name)
 			delete(w.data, r.name)
-			in.entries[r.name] = in.decode(r)
+			in.entries[r.name] = r.entry
 		}
 	}
 	in.mu.Unlock()
 	return firstErr
 }
 
-func (in *Instancer) decode(r fetched) *entry {
-	inst, err := in.opts.codec.Decode(in.service, r.name, r.data)
+func (in *Instancer) decode(name string, data []byte, stat *zk.Stat) *entry {
+	inst, err := in.opts.codec.Decode(in.service, name, data)
 	if err != nil {
 		in.malformed.Add(1)
 		if in.opts.metrics.Malformed != nil {
 			in.opts.metrics.Malformed.Add(1)
 		}
-		in.logger.Warn("skipping malformed node", "path", path.Join(in.dir, r.name), "err", err)
+		in.logger.Warn("skipping malformed node", "path", path.Join(in.dir, name), "err", err)
 		return &entry{}
 	}
-	inst.Path = path.Join(in.dir, r.name)
-	inst.Czxid, inst.Version, inst.EphemeralOwner = r.stat.Czxid, r.stat.Version, r.stat.EphemeralOwner
+	inst.Path = path.Join(in.dir, name)
+	inst.Czxid, inst.Version, inst.EphemeralOwner = stat.Czxid, stat.Version, stat.EphemeralOwner
 	return &entry{inst: inst, ok: true}
 }
 

@@ -30,6 +30,7 @@ type options struct {
 	tickTime       time.Duration
 	containerCheck time.Duration
 	startTimeout   time.Duration
+	jvmArgs        []string
 }
 
 type optionFunc func(*options) error
@@ -81,6 +82,19 @@ func StartTimeout(d time.Duration) Option {
 	})
 }
 
+// DefaultJVMArgs start a small JVM quickly: tests start many servers on two
+// cores. They trade the server's peak speed for start time.
+var DefaultJVMArgs = []string{"-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k"}
+
+// JVMArgs replaces DefaultJVMArgs; benchmarks pass none, for a server
+// running at full speed.
+func JVMArgs(args ...string) Option {
+	return optionFunc(func(o *options) error {
+		o.jvmArgs = append([]string{}, args...)
+		return nil
+	})
+}
+
 // Cluster is a standalone ZooKeeper server or an ensemble on loopback ports.
 type Cluster struct {
 	// Servers are the members, Servers[i].ID == i+1.
@@ -113,7 +127,8 @@ func New(tb testing.TB, opts ...Option) *Cluster {
 // Start starts a cluster with its data under dir and waits until every
 // member serves. The caller must Close it.
 func Start(dir string, opts ...Option) (*Cluster, error) {
-	o := options{size: 1, tickTime: DefaultTickTime, containerCheck: DefaultContainerCheck, startTimeout: DefaultStartTimeout}
+	o := options{size: 1, tickTime: DefaultTickTime, containerCheck: DefaultContainerCheck,
+		startTimeout: DefaultStartTimeout, jvmArgs: DefaultJVMArgs}
 	for _, opt := range opts {
 		if err := opt.apply(&o); err != nil {
 			return nil, err
@@ -142,7 +157,7 @@ func startOnce(dir, java, cp string, o options) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{dir: dir, opts: o}
-	props := []string{fmt.Sprintf("-Dznode.container.checkIntervalMs=%d", o.containerCheck.Milliseconds())}
+	props := append(append([]string{}, o.jvmArgs...), fmt.Sprintf("-Dznode.container.checkIntervalMs=%d", o.containerCheck.Milliseconds()))
 	for i := range o.size {
 		s := &Server{
 			ID: i + 1, ClientPort: ports[3*i], peerPort: ports[3*i+1], electionPort: ports[3*i+2],

@@ -89,13 +89,11 @@ func (s *Server) start() error {
 		return fmt.Errorf("zktest: %w", err)
 	}
 	args := []string{
-		// A small, quickly started JVM: tests start many servers on 2 cores.
-		"-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k",
 		"-Dzookeeper.log.dir=" + s.dir,
 		"-Dzookeeper.admin.enableServer=false",
 		"-Dzookeeper.4lw.commands.whitelist=*",
 	}
-	args = append(args, s.jvmProps...)
+	args = append(s.jvmProps, args...)
 	args = append(args, "-cp", s.classpath, "org.apache.zookeeper.server.quorum.QuorumPeerMain",
 		filepath.Join(s.dir, "zoo.cfg"))
 	cmd := exec.Command(s.java, args...)

@@ -1,0 +1,265 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	kitsd "github.com/go-kit/kit/sd"
+	kitzk "github.com/go-kit/kit/sd/zk"
+	"github.com/go-kit/log"
+	"github.com/go-zookeeper/zk"
+
+	"github.com/gracekit/gracekit/sd"
+	"github.com/gracekit/gracekit/zktest"
+)
+
+// The sd suite: discovery of N Curator nodes by gracekit's Instancer and by
+// go-kit's sd/zk Instancer, against one ZooKeeper server, in one run.
+func init() { register("sd", runSD) }
+
+const (
+	loadRuns    = 5
+	eventTrials = 200
+)
+
+func runSD() error {
+	dir, err := os.MkdirTemp("", "gracekit-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	// A server at full speed (JIT fully on), unlike the quick-start test default.
+	cluster, err := zktest.Start(dir, zktest.JVMArgs("-Xmx1g"))
+	if err != nil {
+		return err
+	}
+	defer cluster.Close()
+
+	writer, _, err := zk.Connect(cluster.Addrs(), 30*time.Second, zk.WithLogInfo(false), zk.WithLogger(quiet{}))
+	if err != nil {
+		return err
+	}
+	defer writer.Close()
+
+	for _, n := range []int{100, 1000, 5000} {
+		service := fmt.Sprintf("load%d", n)
+		if err := populate(writer, service, n); err != nil {
+			return err
+		}
+		ours, theirs, err := measureLoad(cluster, service, n)
+		if err != nil {
+			return err
+		}
+		report(fmt.Sprintf("sd_load_n%d", n), ours, theirs, "ms")
+	}
+	for _, n := range []int{100, 1000} {
+		service := fmt.Sprintf("load%d", n)
+		ours, err := measureEvents(cluster, writer, service, n, newOurs)
+		if err != nil {
+			return err
+		}
+		theirs, err := measureEvents(cluster, writer, service, n, newGokit)
+		if err != nil {
+			return err
+		}
+		for _, q := range []float64{50, 99} {
+			report(fmt.Sprintf("sd_delete_n%d_p%.0f", n, q), pct(ours.del, q), pct(theirs.del, q), "ms")
+		}
+		if n == 1000 {
+			for _, q := range []float64{50, 99} {
+				report(fmt.Sprintf("sd_create_n%d_p%.0f", n, q), pct(ours.add, q), pct(theirs.add, q), "ms")
+			}
+		}
+	}
+	return nil
+}
+
+type quiet struct{}
+
+func (quiet) Printf(string, ...any) {}
+
+// node is a ~150-byte Curator node, as a Spring service writes it.
+func node(service string, i int) (string, []byte, error) {
+	id := fmt.Sprintf("%08d-0000-4000-8000-000000000000", i)
+	data, err := sd.CuratorCodec{}.Encode(sd.Instance{
+		Name: service, ID: id, Address: "10.1." + strconv.Itoa(i/250) + "." + strconv.Itoa(i%250), Port: 8080,
+		Metadata: map[string]string{sd.MetadataStatus: "UP"},
+	})
+	return id, data, err
+}
+
+func populate(c *zk.Conn, service string, n int) error {
+	for _, p := range []string{"/services", "/services/" + service} {
+		if _, err := c.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return err
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 64)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			id, data, err := node(service, i)
+			if err == nil {
+				_, err = c.Create("/services/"+service+"/"+id, data, 0, zk.WorldACL(zk.PermAll))
+			}
+			if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// watcher is one side under test: an Instancer with a subscribed channel.
+type watcher struct {
+	ch   chan kitsd.Event
+	stop func()
+}
+
+type newWatcher func(c *zktest.Cluster, service string) (*watcher, error)
+
+func newOurs(c *zktest.Cluster, service string) (*watcher, error) {
+	cl, err := sd.NewClient(c.ConnectString(), sd.SessionTimeout(30*time.Second))
+	if err != nil {
+		return nil, err
+	}
+	in, err := sd.NewInstancer(cl, service)
+	if err != nil {
+		cl.Close()
+		return nil, err
+	}
+	w := &watcher{ch: make(chan kitsd.Event, 1024)}
+	in.Register(w.ch)
+	w.stop = func() { in.Deregister(w.ch); in.Stop(); cl.Close() }
+	return w, nil
+}
+
+func newGokit(c *zktest.Cluster, service string) (*watcher, error) {
+	cl, err := kitzk.NewClient(c.Addrs(), log.NewNopLogger(), kitzk.SessionTimeout(30*time.Second))
+	if err != nil {
+		return nil, err
+	}
+	in, err := kitzk.NewInstancer(cl, "/services/"+service, log.NewNopLogger())
+	if err != nil {
+		cl.Stop()
+		return nil, err
+	}
+	w := &watcher{ch: make(chan kitsd.Event, 1024)}
+	in.Register(w.ch)
+	w.stop = func() { in.Deregister(w.ch); in.Stop(); cl.Stop() }
+	return w, nil
+}
+
+// await reads events until one lists exactly n instances.
+func (w *watcher) await(n int) error {
+	deadline := time.NewTimer(60 * time.Second)
+	defer deadline.Stop()
+	for {
+		select {
+		case ev := <-w.ch:
+			if ev.Err == nil && len(ev.Instances) == n {
+				return nil
+			}
+		case <-deadline.C:
+			return fmt.Errorf("no event with %d instances within 60s", n)
+		}
+	}
+}
+
+// measureLoad times construction until the first complete event, median
+// of loadRuns, for both sides alternately.
+func measureLoad(c *zktest.Cluster, service string, n int) (ours, theirs float64, err error) {
+	var a, b []float64
+	for run := range loadRuns + 1 { // the first round warms both sides up and is not counted
+		for _, side := range []struct {
+			mk  newWatcher
+			out *[]float64
+		}{{newOurs, &a}, {newGokit, &b}} {
+			start := time.Now()
+			w, err := side.mk(c, service)
+			if err != nil {
+				return 0, 0, err
+			}
+			err = w.await(n)
+			elapsed := time.Since(start)
+			w.stop()
+			if err != nil {
+				return 0, 0, err
+			}
+			if run > 0 {
+				*side.out = append(*side.out, ms(elapsed))
+			}
+		}
+	}
+	return pct(a, 50), pct(b, 50), nil
+}
+
+type eventTimes struct{ del, add []float64 }
+
+// measureEvents deletes one node and creates it again, eventTrials times,
+// timing each from the writer's call until the watcher's event.
+func measureEvents(c *zktest.Cluster, writer *zk.Conn, service string, n int, mk newWatcher) (eventTimes, error) {
+	var out eventTimes
+	w, err := mk(c, service)
+	if err != nil {
+		return out, err
+	}
+	defer w.stop()
+	if err := w.await(n); err != nil {
+		return out, err
+	}
+	ctx := context.Background()
+	for i := range eventTrials {
+		if ctx.Err() != nil {
+			break
+		}
+		id, data, err := node(service, i%n)
+		if err != nil {
+			return out, err
+		}
+		p := "/services/" + service + "/" + id
+		start := time.Now()
+		if err := writer.Delete(p, -1); err != nil {
+			return out, err
+		}
+		if err := w.await(n - 1); err != nil {
+			return out, err
+		}
+		out.del = append(out.del, ms(time.Since(start)))
+		start = time.Now()
+		if _, err := writer.Create(p, data, 0, zk.WorldACL(zk.PermAll)); err != nil {
+			return out, err
+		}
+		if err := w.await(n); err != nil {
+			return out, err
+		}
+		out.add = append(out.add, ms(time.Since(start)))
+	}
+	return out, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// pct is the q-th percentile by nearest rank.
+func pct(v []float64, q float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	i := int(q/100*float64(len(s))+0.5) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
