@@ -1,0 +1,36 @@
+package shutdown
+
+import (
+	"context"
+	"net"
+	"strconv"
+
+	"github.com/gracekit/gracekit/endpoint"
+	"github.com/gracekit/gracekit/sd"
+)
+
+// DiscoveryEvicter evicts from a gateway's discovery and load balancing at
+// once: the instance leaves the sd.Instancer's published set (a tombstone
+// keeps it out until ZooKeeper shows it gone or re-created), and every
+// endpointer over that Instancer stops picking it before Evict returns.
+// Endpointers are told the instance as the Instancer publishes it
+// ("host:port", or the URI with sd.PublishURIs).
+func DiscoveryEvicter(in *sd.Instancer, uris bool, eps ...*endpoint.Endpointer) Evicter {
+	return EvicterFunc(func(ctx context.Context, inst Instance) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		name := net.JoinHostPort(inst.Address, strconv.Itoa(inst.Port))
+		if known, ok := in.Evict(inst.ID); ok {
+			// ZooKeeper's record wins over the request's address.
+			name = known.HostPort()
+			if uris {
+				name = known.URI()
+			}
+		}
+		for _, e := range eps {
+			e.Evict(name)
+		}
+		return nil
+	})
+}
