@@ -39,7 +39,7 @@ bench: zookeeper
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
 demo: zookeeper
-	$(GO) run ./examples/demo
+	$(GO) run ./examples/rollout
 
 clean:
 	rm -f coverage.out

@@ -152,7 +152,6 @@ type Client struct {
 	closed   bool
 	drained  chan struct{} // closed when the zk event channel is closed
 	done     chan struct{} // closed by Close
-	closeErr sync.Once
 }
 
 // ParseConnectString splits "host:port,host:port/chroot" into its servers

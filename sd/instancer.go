@@ -252,7 +252,10 @@ func (in *Instancer) Deregister(ch chan<- kitsd.Event) {
 		close(s.cancel)
 	}
 	in.mu.Unlock()
-	in.sendMu.Lock() // wait out a send in progress
+	// Wait out a send in progress: the dispatcher holds sendMu while it
+	// sends, and checks the subscriber is still registered first.
+	in.sendMu.Lock()
+	//lint:ignore SA2001 the empty section is the wait
 	in.sendMu.Unlock()
 }
 
