@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestCuratorFactoryCallsTheNodesAddress(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		_ = json.NewEncoder(w).Encode(map[string]string{"path": r.URL.Path, "method": r.Method, "body": string(b)})
+	}))
+	defer srv.Close()
+	host, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
+	node := `{"name":"quote","id":"quote-1","address":"` + host + `","port":` + port + `,"payload":{}}`
+
+	f := curatorFactory(orderRoute)
+	e, _, err := f(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := e(context.Background(), orderRequest{Body: json.RawMessage(`{"symbol":"ABC","qty":3}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]string
+	if err := json.Unmarshal(resp.(json.RawMessage), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got["path"] != "/orders" || got["method"] != http.MethodPost || got["body"] != `{"symbol":"ABC","qty":3}` {
+		t.Fatalf("provider saw %v", got)
+	}
+	if _, _, err := f("127.0.0.1:8080"); err == nil {
+		t.Fatal("a plain host:port was taken for a Curator node")
+	}
+}
+
+func TestUpstreamErrorsAnswer502(t *testing.T) {
+	m := newMetrics("graceful")
+	fail := func(context.Context, any) (any, error) { return nil, errors.New("connection refused") }
+	mux := newMux(fail, fail, m)
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/quote?symbol=ABC", nil))
+	if rec.Code != http.StatusBadGateway || !strings.Contains(rec.Body.String(), `"error"`) {
+		t.Fatalf("got %d %s, want 502 with a JSON error", rec.Code, rec.Body)
+	}
+	rec = httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if !strings.Contains(rec.Body.String(), `gateway_failures_total{mode="graceful",route="quote"} 1`) {
+		t.Fatalf("metrics do not count the failure:\n%s", rec.Body)
+	}
+}

@@ -1,0 +1,216 @@
+// Command gateway is the demo's HTTP gateway in front of the "quote"
+// providers:
+//
+//	GET  /api/quote?symbol=ABC  forwarded to GET /quote
+//	POST /api/orders            forwarded to POST /orders (non-idempotent)
+//	/metrics                    Prometheus: gateway_requests_total,
+//	                            gateway_failures_total, gateway_retries_total
+//	/readyz
+//
+// A call that gets no answer from a provider is answered 502 with a JSON
+// error. Configuration is the fxmodule environment variables (GRACEKIT_*:
+// its own registration), plus GATEWAY_UPSTREAM, the providers' service name
+// (default quote).
+//
+// With -mode graceful (the default) it uses fxmodule.Gateway: gracekit's
+// Instancer, Endpointer, RoundRobin and Retry, the flush handler at
+// /gracekit/flush, and its own registration in ZooKeeper with that path.
+// With -mode naive it uses go-kit's stock sd/zk Instancer over
+// /services/<upstream>, sd.NewEndpointer, lb.NewRoundRobin and
+// lb.Retry(3, 2s, rr), as go-kit documents them, and does not register.
+// It stops on SIGTERM or SIGINT.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	kitendpoint "github.com/go-kit/kit/endpoint"
+	kitsd "github.com/go-kit/kit/sd"
+	kitlb "github.com/go-kit/kit/sd/lb"
+	kitzk "github.com/go-kit/kit/sd/zk"
+	kithttp "github.com/go-kit/kit/transport/http"
+	kitlog "github.com/go-kit/log"
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxevent"
+
+	"github.com/gracekit/gracekit/endpoint"
+	"github.com/gracekit/gracekit/fxmodule"
+	"github.com/gracekit/gracekit/sd"
+	"github.com/gracekit/gracekit/shutdown"
+)
+
+func main() {
+	mode := flag.String("mode", "graceful", "gateway stack: graceful (gracekit) or naive (go-kit sd/zk)")
+	flag.Parse()
+	if err := run(*mode); err != nil {
+		fmt.Fprintln(os.Stderr, "gateway:", err)
+		os.Exit(1)
+	}
+}
+
+func run(mode string) error {
+	if mode != "graceful" && mode != "naive" {
+		return fmt.Errorf("invalid -mode %q (graceful or naive)", mode)
+	}
+	cfg, err := fxmodule.ConfigFromEnv()
+	if err != nil {
+		return err
+	}
+	upstream := os.Getenv("GATEWAY_UPSTREAM")
+	if upstream == "" {
+		upstream = "quote"
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).
+		With("app", "gateway", "mode", mode, "self", cfg.InstanceID)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	m := newMetrics(mode)
+	if mode == "naive" {
+		return runNaive(cfg, upstream, m, log, sigs)
+	}
+	return runGraceful(cfg, upstream, m, log, sigs)
+}
+
+func runGraceful(cfg fxmodule.Config, upstream string, m *metrics, log *slog.Logger, sigs <-chan os.Signal) error {
+	stopTimeout := cfg.StopTimeout
+	if stopTimeout == 0 {
+		stopTimeout = fxmodule.DefaultStopTimeout
+	}
+	var factories []*endpoint.HTTPFactory
+	app := fx.New(
+		fx.WithLogger(func() fxevent.Logger {
+			l := &fxevent.SlogLogger{Logger: log}
+			l.UseLogLevel(slog.LevelDebug)
+			return l
+		}),
+		fx.StopTimeout(stopTimeout),
+		fx.Supply(cfg, log),
+		fx.Provide(func(u *fxmodule.Upstreams) (*http.Server, error) {
+			var calls []kitendpoint.Endpoint
+			for _, r := range []route{quoteRoute, orderRoute} {
+				f, err := endpoint.NewHTTPFactory(r.method, r.path, r.enc, decodeUpstream)
+				if err != nil {
+					return nil, err
+				}
+				factories = append(factories, f)
+				call, err := u.Endpoint(upstream, counted(f.Factory),
+					fxmodule.WithRetry(endpoint.Attempts(3), endpoint.AttemptTimeout(2*time.Second)))
+				if err != nil {
+					return nil, err
+				}
+				calls = append(calls, call)
+			}
+			return &http.Server{Handler: newMux(calls[0], calls[1], m), ReadHeaderTimeout: 5 * time.Second}, nil
+		}),
+		fxmodule.Gateway,
+		fx.Invoke(func(*shutdown.Sequence) {}),
+	)
+	startCtx, cancel := context.WithTimeout(context.Background(), fx.DefaultTimeout)
+	defer cancel()
+	if err := app.Start(startCtx); err != nil {
+		return err
+	}
+	log.Info("serving", "port", cfg.Port, "upstream", upstream)
+	sig := <-sigs
+	log.Info("stopping", "signal", sig.String())
+	stopCtx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+	defer cancel()
+	err := app.Stop(stopCtx)
+	for _, f := range factories {
+		_ = f.Close()
+	}
+	return err
+}
+
+// runNaive is the gateway as go-kit documents it: sd/zk Instancer,
+// sd.NewEndpointer, lb.NewRoundRobin, lb.Retry.
+func runNaive(cfg fxmodule.Config, upstream string, m *metrics, log *slog.Logger, sigs <-chan os.Signal) error {
+	servers, chroot, err := sd.ParseConnectString(cfg.ZKServers)
+	if err != nil {
+		return err
+	}
+	basePath := cfg.BasePath
+	if basePath == "" {
+		basePath = sd.DefaultBasePath
+	}
+	if cfg.Port < 1 || cfg.Port > 65535 {
+		return fmt.Errorf("invalid %s %d (a port from 1 to 65535)", fxmodule.EnvPort, cfg.Port)
+	}
+	klog := kitlog.NewLogfmtLogger(kitlog.NewSyncWriter(os.Stderr))
+	klog = kitlog.With(klog, "app", "gateway", "mode", "naive")
+	client, err := kitzk.NewClient(servers, klog)
+	if err != nil {
+		return err
+	}
+	defer client.Stop()
+	instancer, err := kitzk.NewInstancer(client, chroot+basePath+"/"+upstream, klog)
+	if err != nil {
+		return err
+	}
+	defer instancer.Stop()
+
+	var calls []kitendpoint.Endpoint
+	for _, r := range []route{quoteRoute, orderRoute} {
+		endpointer := kitsd.NewEndpointer(instancer, counted(curatorFactory(r)), klog)
+		defer endpointer.Close()
+		calls = append(calls, kitlb.Retry(3, 2*time.Second, kitlb.NewRoundRobin(endpointer)))
+	}
+	mux := newMux(calls[0], calls[1], m)
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(cfg.Port)))
+	if err != nil {
+		return err
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.Info("serving", "port", cfg.Port, "upstream", upstream)
+	select {
+	case sig := <-sigs:
+		log.Info("stopping", "signal", sig.String())
+	case err := <-served:
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = srv.Shutdown(ctx)
+	if serr := <-served; !errors.Is(serr, http.ErrServerClosed) {
+		err = errors.Join(err, serr)
+	}
+	return err
+}
+
+// curatorFactory is a go-kit sd.Factory for instance strings that are
+// Curator JSON node data, as go-kit's sd/zk Instancer publishes them: it
+// reads the address and port and builds a go-kit HTTP client for r.
+func curatorFactory(r route) kitsd.Factory {
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = 64
+	client := &http.Client{Transport: transport}
+	return func(instance string) (kitendpoint.Endpoint, io.Closer, error) {
+		var node struct {
+			Address string `json:"address"`
+			Port    *int   `json:"port"`
+		}
+		if err := json.Unmarshal([]byte(instance), &node); err != nil || node.Address == "" || node.Port == nil {
+			return nil, nil, fmt.Errorf("not a Curator instance node: %.80q", instance)
+		}
+		u := &url.URL{Scheme: "http", Host: net.JoinHostPort(node.Address, strconv.Itoa(*node.Port)), Path: r.path}
+		return kithttp.NewClient(r.method, u, r.enc, decodeUpstream, kithttp.SetClient(client)).Endpoint(), nil, nil
+	}
+}

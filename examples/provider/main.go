@@ -1,0 +1,144 @@
+// Command provider is the demo's "quote" service: a go-kit HTTP service
+// that registers in ZooKeeper with fxmodule.Discovery.
+//
+//	GET  /quote?symbol=ABC  -> {"symbol":"ABC","price":12.34,"instance":"quote-1"}
+//	POST /orders {"symbol":"ABC","qty":3} -> {"order_id":"...","instance":"quote-1"}
+//	/readyz, /livez
+//
+// Configuration is the fxmodule environment variables (GRACEKIT_*), plus
+// PROVIDER_LATENCY, the per-request work time (default 50ms; each request
+// takes a random time in [0.5, 1.5] times it).
+//
+// It stops on SIGTERM or SIGINT. With -mode graceful (the default) it runs
+// gracekit's whole stop sequence; with -mode naive it closes its ZooKeeper
+// session (so its node goes) and exits at once, with no drain and no flush.
+// Either way it prints one line to stdout as it exits (logs go to stderr):
+//
+//	STOPREPORT {"mode":"graceful","duration_ms":123.4,"flush_targets":2,"flush_acks":2,"after_deregistration":0,"in_flight_at_drain":1}
+//
+// duration_ms is measured from the signal to the exit.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxevent"
+
+	"github.com/gracekit/gracekit/fxmodule"
+	"github.com/gracekit/gracekit/sd"
+	"github.com/gracekit/gracekit/shutdown"
+)
+
+// StopReport is the STOPREPORT line's JSON, fields in the contract's order.
+type StopReport struct {
+	Mode                string  `json:"mode"`
+	DurationMS          float64 `json:"duration_ms"`
+	FlushTargets        int     `json:"flush_targets"`
+	FlushAcks           int     `json:"flush_acks"`
+	AfterDeregistration int64   `json:"after_deregistration"`
+	InFlightAtDrain     int     `json:"in_flight_at_drain"`
+}
+
+func main() {
+	mode := flag.String("mode", "graceful", "stop behavior: graceful or naive")
+	flag.Parse()
+	if err := run(*mode); err != nil {
+		fmt.Fprintln(os.Stderr, "provider:", err)
+		os.Exit(1)
+	}
+}
+
+func run(mode string) error {
+	if mode != "graceful" && mode != "naive" {
+		return fmt.Errorf("invalid -mode %q (graceful or naive)", mode)
+	}
+	cfg, err := fxmodule.ConfigFromEnv()
+	if err != nil {
+		return err
+	}
+	latency := 50 * time.Millisecond
+	if v := os.Getenv("PROVIDER_LATENCY"); v != "" {
+		if latency, err = time.ParseDuration(v); err != nil || latency < 0 {
+			return fmt.Errorf("invalid PROVIDER_LATENCY %q (a Go duration such as 50ms)", v)
+		}
+	}
+	stopTimeout := cfg.StopTimeout
+	if stopTimeout == 0 {
+		stopTimeout = fxmodule.DefaultStopTimeout
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).
+		With("app", "provider", "mode", mode, "self", cfg.InstanceID)
+
+	// Listen for signals before starting, so an early SIGTERM is not lost.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+
+	var (
+		seq    *shutdown.Sequence
+		client *sd.Client
+	)
+	app := fx.New(
+		fx.WithLogger(func() fxevent.Logger {
+			l := &fxevent.SlogLogger{Logger: log}
+			l.UseLogLevel(slog.LevelDebug) // fx's wiring chatter stays below Info
+			return l
+		}),
+		fx.StopTimeout(stopTimeout),
+		fx.Supply(cfg, log),
+		fx.Provide(func(cfg fxmodule.Config) *http.Server {
+			svc := &quoteService{instance: cfg.InstanceID, latency: latency}
+			return &http.Server{Handler: newHandler(svc), ReadHeaderTimeout: 5 * time.Second}
+		}),
+		fxmodule.Discovery,
+		fx.Populate(&seq, &client),
+	)
+	startCtx, cancel := context.WithTimeout(context.Background(), fx.DefaultTimeout)
+	defer cancel()
+	if err := app.Start(startCtx); err != nil {
+		return err
+	}
+	log.Info("serving", "port", cfg.Port, "latency", latency)
+
+	sig := <-sigs
+	begin := time.Now()
+	log.Info("stopping", "signal", sig.String())
+	rep := StopReport{Mode: mode}
+	if mode == "naive" {
+		// What teams have today: the session ends, the node goes, and the
+		// process exits with whatever is in flight.
+		client.Close()
+	} else {
+		stopCtx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+		defer cancel()
+		if err := app.Stop(stopCtx); err != nil {
+			log.Error("stop", "err", err)
+		}
+		r := seq.Report()
+		rep.FlushTargets = len(r.Flush)
+		for _, f := range r.Flush {
+			if f.Acked {
+				rep.FlushAcks++
+			}
+		}
+		rep.AfterDeregistration = r.AfterDeregistration
+		rep.InFlightAtDrain = r.InFlightAtDrain
+	}
+	rep.DurationMS = math.Round(float64(time.Since(begin).Microseconds())/100) / 10
+	b, err := json.Marshal(rep)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("STOPREPORT %s\n", b)
+	return nil
+}

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestRoutesAnswerWithTheInstance(t *testing.T) {
+	srv := httptest.NewServer(newHandler(&quoteService{instance: "quote-7"}))
+	defer srv.Close()
+	defer srv.Client().CloseIdleConnections()
+
+	resp, err := srv.Client().Get(srv.URL + "/quote?symbol=abc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var q Quote
+	err = json.NewDecoder(resp.Body).Decode(&q)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || q.Symbol != "ABC" || q.Price <= 0 || q.Instance != "quote-7" {
+		t.Fatalf("GET /quote = %d %+v %v", resp.StatusCode, q, err)
+	}
+
+	resp, err = srv.Client().Post(srv.URL+"/orders", "application/json", strings.NewReader(`{"symbol":"ABC","qty":3}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o Order
+	err = json.NewDecoder(resp.Body).Decode(&o)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || o.OrderID == "" || o.Instance != "quote-7" {
+		t.Fatalf("POST /orders = %d %+v %v", resp.StatusCode, o, err)
+	}
+
+	resp, err = srv.Client().Post(srv.URL+"/orders", "application/json", strings.NewReader(`{"symbol":"ABC","qty":0}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("POST /orders with qty 0 = %d, want 400", resp.StatusCode)
+	}
+}

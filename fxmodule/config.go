@@ -1,0 +1,369 @@
+package fxmodule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/fx"
+
+	"github.com/gracekit/gracekit/lifecycle"
+	"github.com/gracekit/gracekit/sd"
+	"github.com/gracekit/gracekit/shutdown"
+)
+
+// DefaultFlushPath is where Gateway mounts the flush handler, and what it
+// registers in its metadata under sd.MetadataFlushPath.
+const DefaultFlushPath = "/gracekit/flush"
+
+// DefaultStopTimeout is the stop budget when Config.StopTimeout is zero: fx's
+// own default stop timeout.
+const DefaultStopTimeout = fx.DefaultTimeout
+
+// Environment variables read by ConfigFromEnv, one per Config field. See the
+// package documentation for their formats and defaults.
+const (
+	EnvZKServers          = "GRACEKIT_ZK_SERVERS"
+	EnvZKSessionTimeout   = "GRACEKIT_ZK_SESSION_TIMEOUT"
+	EnvZKAuth             = "GRACEKIT_ZK_AUTH"
+	EnvBasePath           = "GRACEKIT_BASE_PATH"
+	EnvService            = "GRACEKIT_SERVICE"
+	EnvInstanceID         = "GRACEKIT_INSTANCE_ID"
+	EnvAddress            = "GRACEKIT_ADDRESS"
+	EnvPort               = "GRACEKIT_PORT"
+	EnvMetadata           = "GRACEKIT_METADATA"
+	EnvFlushSecret        = "GRACEKIT_FLUSH_SECRET"
+	EnvFlushTargets       = "GRACEKIT_FLUSH_TARGETS"
+	EnvSpringFlushTargets = "GRACEKIT_SPRING_FLUSH_TARGETS"
+	EnvFlushGateways      = "GRACEKIT_FLUSH_GATEWAYS"
+	EnvFlushPath          = "GRACEKIT_FLUSH_PATH"
+	EnvQuietWindow        = "GRACEKIT_QUIET_WINDOW"
+	EnvMaxQuiesce         = "GRACEKIT_MAX_QUIESCE"
+	EnvDrainTimeout       = "GRACEKIT_DRAIN_TIMEOUT"
+	EnvStopTimeout        = "GRACEKIT_STOP_TIMEOUT"
+)
+
+// Config is what Discovery and Gateway need. It is plain data: supply it
+// with fx.Supply, or provide it from the environment with
+// fx.Provide(fxmodule.ConfigFromEnv). Zero values take the defaults listed
+// in the package documentation.
+type Config struct {
+	// ZKServers is the ZooKeeper connect string, "host:port,...[/chroot]".
+	// Required.
+	ZKServers string
+	// ZKSessionTimeout is the session timeout; zero is
+	// sd.DefaultSessionTimeout.
+	ZKSessionTimeout time.Duration
+	// ZKAuth is "user:password" for ZooKeeper digest auth; empty for none.
+	ZKAuth string
+	// BasePath is the parent of service nodes; empty is sd.DefaultBasePath.
+	BasePath string
+
+	// Service is this instance's service name. Required.
+	Service string
+	// InstanceID is this instance's id; empty gets a random UUID.
+	InstanceID string
+	// Address is the address registered for this instance. Required.
+	Address string
+	// Port is the port the server listens on (all interfaces) and the one
+	// registered. Required.
+	Port int
+	// Metadata is added to the registered instance's metadata.
+	Metadata map[string]string
+
+	// FlushSecret is the shared HMAC secret of flush requests, at least
+	// shutdown.MinSecretLen bytes. Required by Gateway, and by Discovery
+	// when it has flush targets.
+	FlushSecret string
+	// FlushTargets are gateway flush URLs that get a signed POST at stop.
+	FlushTargets []string
+	// SpringFlushTargets are Spring-style flush URLs, called with GET.
+	SpringFlushTargets []string
+	// FlushGateways are gateway service names: every instance registered
+	// under them with sd.MetadataFlushPath in its metadata is flushed at
+	// stop, at http://address:port followed by that path.
+	FlushGateways []string
+	// FlushPath is where Gateway serves its flush handler; empty is
+	// DefaultFlushPath. Discovery ignores it.
+	FlushPath string
+
+	// QuietWindow, MaxQuiesce and DrainTimeout bound the stop sequence's
+	// quiesce and drain; zero takes shutdown's defaults.
+	QuietWindow  time.Duration
+	MaxQuiesce   time.Duration
+	DrainTimeout time.Duration
+	// StopTimeout is the app's stop timeout, which the stop sequence's
+	// bounds must fit in. fx does not tell it to modules: set it to the
+	// value given to fx.StopTimeout. Zero is DefaultStopTimeout (fx's
+	// default).
+	StopTimeout time.Duration
+}
+
+// ConfigError says that a Config field, or the environment variable it was
+// read from, has a value out of range.
+type ConfigError struct {
+	// Field is the Config field, e.g. "Port".
+	Field string
+	// Env is the environment variable of the field.
+	Env string
+	// Value is the bad value, "" when missing; secrets are not repeated.
+	Value string
+	// Want says what is allowed.
+	Want string
+	// Err is the underlying cause, if any.
+	Err error
+}
+
+func (e *ConfigError) Error() string {
+	msg := fmt.Sprintf("fxmodule: invalid Config.%s %q (env %s): want %s", e.Field, e.Value, e.Env, e.Want)
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// Unwrap returns the cause.
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// ConfigFromEnv reads a Config from the GRACEKIT_* environment variables.
+// Unset variables leave their field zero, which takes the default; a
+// malformed value is a *ConfigError. Required fields are checked when the
+// module builds, not here.
+func ConfigFromEnv() (Config, error) {
+	return configFromLookup(os.LookupEnv)
+}
+
+func configFromLookup(lookup func(string) (string, bool)) (Config, error) {
+	get := func(k string) string {
+		v, _ := lookup(k)
+		return strings.TrimSpace(v)
+	}
+	c := Config{
+		ZKServers:          get(EnvZKServers),
+		ZKAuth:             get(EnvZKAuth),
+		BasePath:           get(EnvBasePath),
+		Service:            get(EnvService),
+		InstanceID:         get(EnvInstanceID),
+		Address:            get(EnvAddress),
+		FlushSecret:        get(EnvFlushSecret),
+		FlushTargets:       list(get(EnvFlushTargets)),
+		SpringFlushTargets: list(get(EnvSpringFlushTargets)),
+		FlushGateways:      list(get(EnvFlushGateways)),
+		FlushPath:          get(EnvFlushPath),
+	}
+	if v := get(EnvPort); v != "" {
+		p, err := strconv.Atoi(v)
+		if err != nil {
+			return Config{}, &ConfigError{Field: "Port", Env: EnvPort, Value: v, Want: "a port from 1 to 65535", Err: err}
+		}
+		c.Port = p
+	}
+	if v := get(EnvMetadata); v != "" {
+		c.Metadata = map[string]string{}
+		for _, kv := range list(v) {
+			k, val, ok := strings.Cut(kv, "=")
+			if !ok || strings.TrimSpace(k) == "" {
+				return Config{}, &ConfigError{Field: "Metadata", Env: EnvMetadata, Value: v, Want: "comma-separated key=value pairs"}
+			}
+			c.Metadata[strings.TrimSpace(k)] = strings.TrimSpace(val)
+		}
+	}
+	for _, d := range []struct {
+		field, env string
+		p          *time.Duration
+	}{
+		{"ZKSessionTimeout", EnvZKSessionTimeout, &c.ZKSessionTimeout},
+		{"QuietWindow", EnvQuietWindow, &c.QuietWindow},
+		{"MaxQuiesce", EnvMaxQuiesce, &c.MaxQuiesce},
+		{"DrainTimeout", EnvDrainTimeout, &c.DrainTimeout},
+		{"StopTimeout", EnvStopTimeout, &c.StopTimeout},
+	} {
+		v := get(d.env)
+		if v == "" {
+			continue
+		}
+		x, err := time.ParseDuration(v)
+		if err != nil {
+			return Config{}, &ConfigError{Field: d.field, Env: d.env, Value: v, Want: "a Go duration such as 250ms or 2s", Err: err}
+		}
+		*d.p = x
+	}
+	return c, nil
+}
+
+// list splits a comma-separated value, dropping empty items.
+func list(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// settings is a checked Config with its defaults applied.
+type settings struct {
+	Config
+	authUser, authPassword string
+	gateway                bool // built by Gateway: register the flush path
+}
+
+// check validates c and applies the defaults. gateway tells which module
+// asks: Gateway needs a flush secret and registers its flush path.
+func (c Config) check(gateway bool) (*settings, error) {
+	s := &settings{Config: c, gateway: gateway}
+	if _, _, err := sd.ParseConnectString(c.ZKServers); err != nil {
+		return nil, &ConfigError{Field: "ZKServers", Env: EnvZKServers, Value: c.ZKServers, Want: "a ZooKeeper connect string such as zk1:2181,zk2:2181/chroot", Err: err}
+	}
+	if c.ZKSessionTimeout == 0 {
+		s.ZKSessionTimeout = sd.DefaultSessionTimeout
+	} else if c.ZKSessionTimeout < sd.MinSessionTimeout || c.ZKSessionTimeout > sd.MaxSessionTimeout {
+		return nil, &ConfigError{Field: "ZKSessionTimeout", Env: EnvZKSessionTimeout, Value: c.ZKSessionTimeout.String(), Want: fmt.Sprintf("%s to %s", sd.MinSessionTimeout, sd.MaxSessionTimeout)}
+	}
+	if c.ZKAuth != "" {
+		u, p, ok := strings.Cut(c.ZKAuth, ":")
+		if !ok || u == "" {
+			return nil, &ConfigError{Field: "ZKAuth", Env: EnvZKAuth, Value: "(redacted)", Want: `"user:password" with a non-empty user`}
+		}
+		s.authUser, s.authPassword = u, p
+	}
+	if c.BasePath == "" {
+		s.BasePath = sd.DefaultBasePath
+	} else if !strings.HasPrefix(c.BasePath, "/") || strings.HasSuffix(c.BasePath, "/") {
+		return nil, &ConfigError{Field: "BasePath", Env: EnvBasePath, Value: c.BasePath, Want: "an absolute ZooKeeper path such as /services"}
+	}
+	if c.Service == "" || strings.Contains(c.Service, "/") {
+		return nil, &ConfigError{Field: "Service", Env: EnvService, Value: c.Service, Want: "a service name without '/'"}
+	}
+	if strings.Contains(c.InstanceID, "/") {
+		return nil, &ConfigError{Field: "InstanceID", Env: EnvInstanceID, Value: c.InstanceID, Want: "an id without '/', or empty for a random UUID"}
+	}
+	if c.Address == "" {
+		return nil, &ConfigError{Field: "Address", Env: EnvAddress, Value: c.Address, Want: "the host or IP address other services reach this instance at"}
+	}
+	if c.Port < 1 || c.Port > 65535 {
+		return nil, &ConfigError{Field: "Port", Env: EnvPort, Value: strconv.Itoa(c.Port), Want: "a port from 1 to 65535"}
+	}
+	s.Metadata = make(map[string]string, len(c.Metadata)+1)
+	for k, v := range c.Metadata {
+		s.Metadata[k] = v
+	}
+	flushes := len(c.FlushTargets)+len(c.FlushGateways) > 0 // signed ones
+	if (gateway || flushes) && len(c.FlushSecret) < shutdown.MinSecretLen {
+		return nil, &ConfigError{Field: "FlushSecret", Env: EnvFlushSecret, Value: fmt.Sprintf("(%d bytes)", len(c.FlushSecret)), Want: fmt.Sprintf("a shared secret of at least %d bytes", shutdown.MinSecretLen)}
+	}
+	for _, t := range []struct {
+		field, env string
+		urls       []string
+	}{
+		{"FlushTargets", EnvFlushTargets, c.FlushTargets},
+		{"SpringFlushTargets", EnvSpringFlushTargets, c.SpringFlushTargets},
+	} {
+		for _, raw := range t.urls {
+			u, err := url.Parse(raw)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return nil, &ConfigError{Field: t.field, Env: t.env, Value: raw, Want: "absolute http or https URLs", Err: err}
+			}
+		}
+	}
+	for _, g := range c.FlushGateways {
+		if strings.Contains(g, "/") {
+			return nil, &ConfigError{Field: "FlushGateways", Env: EnvFlushGateways, Value: g, Want: "gateway service names without '/'"}
+		}
+	}
+	if gateway {
+		if c.FlushPath == "" {
+			s.FlushPath = DefaultFlushPath
+		} else if !strings.HasPrefix(c.FlushPath, "/") || strings.ContainsAny(c.FlushPath, " {}?#") {
+			return nil, &ConfigError{Field: "FlushPath", Env: EnvFlushPath, Value: c.FlushPath, Want: "a URL path such as " + DefaultFlushPath}
+		}
+		s.Metadata[sd.MetadataFlushPath] = s.FlushPath
+	}
+	for _, d := range []struct {
+		field, env string
+		v          time.Duration
+	}{
+		{"QuietWindow", EnvQuietWindow, c.QuietWindow},
+		{"MaxQuiesce", EnvMaxQuiesce, c.MaxQuiesce},
+		{"DrainTimeout", EnvDrainTimeout, c.DrainTimeout},
+		{"StopTimeout", EnvStopTimeout, c.StopTimeout},
+	} {
+		if d.v < 0 {
+			return nil, &ConfigError{Field: d.field, Env: d.env, Value: d.v.String(), Want: "a positive duration, or zero for the default"}
+		}
+	}
+	if c.StopTimeout == 0 {
+		s.StopTimeout = DefaultStopTimeout
+	}
+	qw, mq := s.QuietWindow, s.MaxQuiesce
+	if qw == 0 {
+		qw = shutdown.DefaultQuietWindow
+	}
+	if mq == 0 {
+		mq = shutdown.DefaultMaxQuiesce
+	}
+	if qw > mq {
+		return nil, &ConfigError{Field: "QuietWindow", Env: EnvQuietWindow, Value: qw.String(), Want: fmt.Sprintf("at most MaxQuiesce (%s)", mq)}
+	}
+	if err := s.checkBudget(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// sequenceConfig is the shutdown.Config of the module's Sequence, without
+// its parts.
+func (s *settings) sequenceConfig() shutdown.Config {
+	return shutdown.Config{
+		Addr:         net.JoinHostPort("", strconv.Itoa(s.Port)),
+		QuietWindow:  s.QuietWindow,
+		MaxQuiesce:   s.MaxQuiesce,
+		DrainTimeout: s.DrainTimeout,
+	}
+}
+
+func (s *settings) hasFlushTargets() bool {
+	return len(s.FlushTargets)+len(s.SpringFlushTargets)+len(s.FlushGateways) > 0
+}
+
+// checkBudget builds the Sequence with stand-in parts, so that a plan over
+// the stop budget fails before anything connects to ZooKeeper.
+func (s *settings) checkBudget() error {
+	cfg := s.sequenceConfig()
+	cfg.Registrar = nopRegistrar{}
+	cfg.Tracker = &shutdown.Tracker{}
+	cfg.Server = &http.Server{}
+	cfg.CloseSession = func(context.Context) error { return nil }
+	if s.hasFlushTargets() {
+		n, err := shutdown.NewNotifier(shutdown.Instance{Service: s.Service, ID: "budget-check"}, make([]byte, shutdown.MinSecretLen))
+		if err != nil {
+			return fmt.Errorf("fxmodule: flush notifier: %w", err)
+		}
+		cfg.Notifier = n
+	}
+	_, err := shutdown.NewSequence(cfg, lifecycle.StopBudget(s.StopTimeout))
+	var be *lifecycle.BudgetError
+	if errors.As(err, &be) {
+		return &ConfigError{Field: "StopTimeout", Env: EnvStopTimeout, Value: s.StopTimeout.String(),
+			Want: fmt.Sprintf("at least the stop sequence's bounds, %s; set fx.StopTimeout to match, or lower DrainTimeout and MaxQuiesce", be.Sum), Err: err}
+	}
+	if err != nil {
+		return fmt.Errorf("fxmodule: stop sequence: %w", err)
+	}
+	return nil
+}
+
+// nopRegistrar stands in for the Registrar in checkBudget.
+type nopRegistrar struct{}
+
+func (nopRegistrar) RegisterContext(context.Context) error      { return nil }
+func (nopRegistrar) SetStatus(context.Context, sd.Status) error { return nil }
+func (nopRegistrar) DeregisterContext(context.Context) error    { return nil }

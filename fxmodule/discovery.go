@@ -1,0 +1,360 @@
+package fxmodule
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+
+	"go.uber.org/fx"
+
+	"github.com/gracekit/gracekit/lifecycle"
+	"github.com/gracekit/gracekit/sd"
+	"github.com/gracekit/gracekit/shutdown"
+)
+
+// Discovery is the provider-side module. It needs a Config and the app's
+// *http.Server in the container, and provides:
+//
+//   - *sd.Client: the ZooKeeper session;
+//   - *sd.Registrar: this instance's registration;
+//   - *Instancers: sd.Instancers for other services over the same session;
+//   - *shutdown.Readiness and *shutdown.Tracker;
+//   - *shutdown.Sequence: the start and stop sequence, whose Report tells
+//     how the stop went.
+//
+// The module invokes itself: it appends its lifecycle hook when the app is
+// built, without an fx.Invoke from the user. OnStart wraps the server's
+// Handler (nil is http.DefaultServeMux) so that /readyz and /livez are answered and every
+// other request goes through the Tracker, then listens on Config.Port,
+// serves, registers and turns ready. OnStop runs the whole stop sequence:
+// unready, out of service, deregister, flush the gateways, quiesce, drain,
+// close the ZooKeeper session; it respects its ctx, except that it still
+// deregisters, closes the server and closes the session after the ctx
+// expired, each within its own bound. A second hook, appended when the
+// session is made and so run after the first, closes the session when the
+// app stops after a failed start. If building the app fails after the
+// session was made (an fx.Invoke returning an error, say), fx runs no stop
+// hook and the session lives until the process exits, which is what a
+// failed fx.New leads to anyway; configuration errors are found before
+// connecting.
+//
+// An optional *slog.Logger in the container receives the lifecycle events
+// (step, phase, duration, err) and the logs of sd and shutdown; without one
+// they are silent.
+var Discovery = fx.Module("gracekit.discovery",
+	fx.Provide(discoverySettings),
+	core,
+)
+
+// core is what Discovery and Gateway share; it needs a *settings.
+var core = fx.Options(
+	fx.Provide(
+		newSession,
+		func(s *session) *sd.Client { return s.client },
+		newInstancers,
+		newRegistrar,
+		func() *shutdown.Readiness { return &shutdown.Readiness{} },
+		func() *shutdown.Tracker { return &shutdown.Tracker{} },
+		newSequence,
+	),
+	fx.Invoke(appendHooks),
+)
+
+func discoverySettings(c Config) (*settings, error) { return c.check(false) }
+
+// loggerParams is the optional logger the modules use.
+type loggerParams struct {
+	fx.In
+
+	// Logger receives lifecycle events and component logs; nil is silent.
+	Logger *slog.Logger `optional:"true"`
+}
+
+func (p loggerParams) logger() *slog.Logger {
+	if p.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return p.Logger
+}
+
+// session owns the ZooKeeper client and what must end before it, such as
+// Instancers and Endpointers, closed in reverse order of registration.
+type session struct {
+	client *sd.Client
+
+	mu      sync.Mutex
+	closers []func()
+	closed  bool
+	once    sync.Once
+}
+
+// onClose registers f to run at close. It reports false, without
+// registering, when the session is closed already.
+func (s *session) onClose(f func()) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.closers = append(s.closers, f)
+	return true
+}
+
+// close runs the closers in reverse and closes the client. It is
+// idempotent; Client.Close bounds the wait.
+func (s *session) close() {
+	s.once.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		fs := s.closers
+		s.closers = nil
+		s.mu.Unlock()
+		for i := len(fs) - 1; i >= 0; i-- {
+			fs[i]()
+		}
+	})
+	s.client.Close()
+}
+
+// closeContext closes the session, returning early with ctx's error if ctx
+// ends first; the close goes on in the background and ends in bounded time.
+func (s *session) closeContext(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.close()
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("fxmodule: close ZooKeeper session: %w", ctx.Err())
+	}
+}
+
+func newSession(lc fx.Lifecycle, s *settings, lp loggerParams) (*session, error) {
+	opts := []sd.ClientOption{sd.SessionTimeout(s.ZKSessionTimeout), sd.Logger(lp.logger())}
+	if s.authUser != "" {
+		opts = append(opts, sd.DigestAuth(s.authUser, s.authPassword))
+	}
+	c, err := sd.NewClient(s.ZKServers, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("fxmodule: connect to ZooKeeper (Config.ZKServers %q): %w", s.ZKServers, err)
+	}
+	sess := &session{client: c}
+	// Appended before the Sequence's hook, so it stops after it: a no-op
+	// after a full stop, and the only close when the app stops after a
+	// failed start, or when fx skipped the Sequence's hook.
+	lc.Append(fx.StopHook(func() { sess.close() }))
+	return sess, nil
+}
+
+// Instancers hands out sd.Instancers over the module's ZooKeeper session,
+// one per service, created on first use and stopped when the session
+// closes. It is safe for concurrent use.
+type Instancers struct {
+	sess *session
+	opts []sd.InstancerOption
+
+	mu sync.Mutex
+	m  map[string]*sd.Instancer
+}
+
+func newInstancers(sess *session, s *settings, lp loggerParams) *Instancers {
+	in := &Instancers{
+		sess: sess,
+		opts: []sd.InstancerOption{sd.BasePath(s.BasePath), sd.WithLogger(lp.logger())},
+		m:    map[string]*sd.Instancer{},
+	}
+	sess.onClose(in.stop)
+	return in
+}
+
+// Instancer returns the Instancer of service, starting it on first use:
+// the first call waits for the first set or the session timeout, as
+// sd.NewInstancer does. It returns sd.ErrClosed after the session closed.
+func (in *Instancers) Instancer(service string) (*sd.Instancer, error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.m == nil {
+		return nil, sd.ErrClosed
+	}
+	if i, ok := in.m[service]; ok {
+		return i, nil
+	}
+	i, err := sd.NewInstancer(in.sess.client, service, in.opts...)
+	if err != nil {
+		return nil, err
+	}
+	in.m[service] = i
+	return i, nil
+}
+
+func (in *Instancers) stop() {
+	in.mu.Lock()
+	m := in.m
+	in.m = nil
+	in.mu.Unlock()
+	for _, i := range m {
+		i.Stop()
+	}
+}
+
+func newRegistrar(sess *session, s *settings, lp loggerParams) (*sd.Registrar, error) {
+	r, err := sd.NewRegistrar(sess.client, sd.Instance{
+		Name:     s.Service,
+		ID:       s.InstanceID,
+		Address:  s.Address,
+		Port:     s.Port,
+		Metadata: s.Metadata,
+	}, sd.BasePath(s.BasePath), sd.WithLogger(lp.logger()))
+	if err != nil {
+		return nil, fmt.Errorf("fxmodule: registrar: %w", err)
+	}
+	return r, nil
+}
+
+// sequenceParams are what the Sequence is built from.
+type sequenceParams struct {
+	fx.In
+
+	Settings   *settings
+	Session    *session
+	Server     *http.Server
+	Registrar  *sd.Registrar
+	Instancers *Instancers
+	Readiness  *shutdown.Readiness
+	Tracker    *shutdown.Tracker
+	Routes     []route `group:"gracekit.routes"`
+	Log        loggerParams
+}
+
+// route is a handler served next to the probes, outside the Tracker.
+type route struct {
+	pattern string
+	handler http.Handler
+}
+
+// sequence is the Sequence with what its hook needs.
+type sequence struct {
+	*shutdown.Sequence
+	server  *http.Server
+	handler func(user http.Handler) http.Handler
+}
+
+func newSequence(p sequenceParams) (*shutdown.Sequence, *sequence, error) {
+	s := p.Settings
+	log := p.Log.logger()
+	notifier, err := newNotifier(p, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg := s.sequenceConfig()
+	cfg.Registrar = p.Registrar
+	cfg.Tracker = p.Tracker
+	cfg.Readiness = p.Readiness
+	cfg.Notifier = notifier
+	cfg.Server = p.Server
+	cfg.CloseSession = p.Session.closeContext
+	// The budget was checked with the settings, before connecting.
+	seq, err := shutdown.NewSequence(cfg, lifecycle.StopBudget(s.StopTimeout), lifecycle.WithListener(lifecycle.SlogListener(p.Log.Logger)))
+	if err != nil {
+		return nil, nil, fmt.Errorf("fxmodule: stop sequence: %w", err)
+	}
+	routes := p.Routes
+	ready := p.Readiness
+	tracker := p.Tracker
+	wrap := func(user http.Handler) http.Handler {
+		if user == nil {
+			user = http.DefaultServeMux
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/readyz", ready.ReadyHandler())
+		mux.Handle("/livez", ready.LiveHandler())
+		for _, r := range routes {
+			mux.Handle(r.pattern, r.handler)
+		}
+		mux.Handle("/", tracker.Middleware(user))
+		return mux
+	}
+	return seq, &sequence{Sequence: seq, server: p.Server, handler: wrap}, nil
+}
+
+// newNotifier returns the Notifier of the flush targets, nil when there are
+// none. Gateway services are watched from now on, so that Flush, which
+// must not block, finds them listed.
+func newNotifier(p sequenceParams, log *slog.Logger) (*shutdown.Notifier, error) {
+	s := p.Settings
+	if !s.hasFlushTargets() {
+		return nil, nil
+	}
+	self := p.Registrar.Instance()
+	opts := []shutdown.Option{shutdown.WithLogger(log)}
+	if len(s.FlushTargets) > 0 {
+		opts = append(opts, shutdown.StaticTargets(s.FlushTargets...))
+	}
+	if len(s.SpringFlushTargets) > 0 {
+		opts = append(opts, shutdown.SpringTargets(s.SpringFlushTargets...))
+	}
+	if len(s.FlushGateways) > 0 {
+		var gws []*sd.Instancer
+		for _, g := range s.FlushGateways {
+			in, err := p.Instancers.Instancer(g)
+			if err != nil {
+				return nil, fmt.Errorf("fxmodule: watch flush gateway service %q: %w", g, err)
+			}
+			gws = append(gws, in)
+		}
+		opts = append(opts, shutdown.Targets(shutdown.TargetSourceFunc(func() []string {
+			return gatewayTargets(gws, self)
+		})))
+	}
+	secret := []byte(s.FlushSecret)
+	if len(secret) == 0 {
+		// Only Spring targets, which are unsigned; the Notifier still
+		// wants a key, which nobody needs to know.
+		secret = make([]byte, 32)
+		_, _ = rand.Read(secret)
+	}
+	n, err := shutdown.NewNotifier(shutdown.Instance{
+		Service: self.Name, ID: self.ID, Address: self.Address, Port: self.Port,
+	}, secret, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("fxmodule: flush notifier: %w", err)
+	}
+	return n, nil
+}
+
+// gatewayTargets returns the flush URLs of the gateways the Instancers
+// list: http://address:port followed by their registered flush path. It
+// skips instances without a flush path, and self.
+func gatewayTargets(gws []*sd.Instancer, self sd.Instance) []string {
+	var urls []string
+	for _, in := range gws {
+		for _, g := range in.Instances() {
+			p := g.Metadata[sd.MetadataFlushPath]
+			if p == "" || (g.Name == self.Name && g.ID == self.ID) {
+				continue
+			}
+			scheme := "http"
+			if g.Port == 0 && g.SSLPort != 0 {
+				scheme = "https"
+			}
+			urls = append(urls, scheme+"://"+g.HostPort()+p)
+		}
+	}
+	return urls
+}
+
+func appendHooks(lc fx.Lifecycle, seq *sequence) {
+	lc.Append(fx.Hook{
+		OnStart: func(ctx context.Context) error {
+			seq.server.Handler = seq.handler(seq.server.Handler)
+			return seq.Start(ctx)
+		},
+		OnStop: seq.Stop,
+	})
+}

@@ -1,0 +1,72 @@
+// Package fxmodule adds gracekit to an fx application: Discovery for a
+// provider (register in ZooKeeper, serve, and stop without failed
+// requests), Gateway for a consumer (registered flush endpoint, and
+// load-balanced, retrying endpoints to other services).
+//
+// A provider adds the module, a Config and its *http.Server; the module
+// appends its own hooks, so an fx.Invoke is only needed to use what it
+// provides (the Sequence's stop Report, say):
+//
+//	fx.New(
+//		fx.Provide(fxmodule.ConfigFromEnv), // or fx.Supply(fxmodule.Config{...})
+//		fx.Provide(newServer),              // returns the app's *http.Server
+//		fxmodule.Discovery,
+//		fx.Invoke(func(seq *shutdown.Sequence) { /* keep it for seq.Report() */ }),
+//	).Run()
+//
+// The module owns the server's listener: it listens on Config.Port on all
+// interfaces, whatever Server.Addr says. See Discovery for what it provides
+// and for the start and stop hooks, Gateway for the consumer side.
+//
+// # Configuration
+//
+// Config is plain data. ConfigFromEnv reads it from these environment
+// variables; a field left zero takes the default shown.
+//
+//	variable                        Config field        default
+//	GRACEKIT_ZK_SERVERS             ZKServers           required: "host:port,...[/chroot]"
+//	GRACEKIT_ZK_SESSION_TIMEOUT     ZKSessionTimeout    10s (sd.DefaultSessionTimeout)
+//	GRACEKIT_ZK_AUTH                ZKAuth              none; "user:password" for digest auth
+//	GRACEKIT_BASE_PATH              BasePath            /services
+//	GRACEKIT_SERVICE                Service             required
+//	GRACEKIT_INSTANCE_ID            InstanceID          a random UUID
+//	GRACEKIT_ADDRESS                Address             required: the address others reach us at
+//	GRACEKIT_PORT                   Port                required: listened on and registered
+//	GRACEKIT_METADATA               Metadata            none; "key=value,key=value"
+//	GRACEKIT_FLUSH_SECRET           FlushSecret         none; >= 16 bytes, required by Gateway and with flush targets
+//	GRACEKIT_FLUSH_TARGETS          FlushTargets        none; comma-separated flush URLs (signed POST)
+//	GRACEKIT_SPRING_FLUSH_TARGETS   SpringFlushTargets  none; comma-separated Spring-style flush URLs (GET)
+//	GRACEKIT_FLUSH_GATEWAYS         FlushGateways       none; comma-separated gateway service names
+//	GRACEKIT_FLUSH_PATH             FlushPath           /gracekit/flush (Gateway only)
+//	GRACEKIT_QUIET_WINDOW           QuietWindow         250ms (shutdown.DefaultQuietWindow)
+//	GRACEKIT_MAX_QUIESCE            MaxQuiesce          2s (shutdown.DefaultMaxQuiesce)
+//	GRACEKIT_DRAIN_TIMEOUT          DrainTimeout        4s (shutdown.DefaultDrainTimeout)
+//	GRACEKIT_STOP_TIMEOUT           StopTimeout         15s (fx.DefaultTimeout)
+//
+// Durations are Go durations ("250ms", "2s"). fx does not tell a module the
+// app's stop timeout, so StopTimeout must repeat the value given to
+// fx.StopTimeout: the stop sequence's bounds (out of service, deregister,
+// flush, quiesce, drain, close; 14.4 s with the defaults) are checked
+// against it when the app is built.
+//
+// A bad value makes the app fail to build (fx.New's error, returned again
+// by Start) with a *ConfigError naming the field, its environment variable
+// and what is allowed.
+//
+// # Flush targets
+//
+// At stop, a provider asks every flush target to evict it: the URLs of
+// FlushTargets and SpringFlushTargets, and, for each service named in
+// FlushGateways, every registered instance that has sd.MetadataFlushPath
+// in its metadata, at http://address:port followed by that path. Gateways
+// register so (see Gateway); the provider watches their services from the
+// start, so the list is current when it stops.
+//
+// # Logging
+//
+// An optional *slog.Logger in the container (fx.Supply(logger)) receives
+// the lifecycle events of the start and stop steps, through
+// lifecycle.SlogListener, and the logs of sd, endpoint and shutdown.
+// Without one they are silent. fx's own logger (fx.WithLogger) reports the
+// module's hooks as it does any hook.
+package fxmodule
