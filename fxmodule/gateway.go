@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
-	"strconv"
 	"sync"
 
 	kitendpoint "github.com/go-kit/kit/endpoint"
@@ -180,28 +178,22 @@ func (u *Upstreams) Evicter(service string) (shutdown.Evicter, bool) {
 	if !ok {
 		return nil, false
 	}
-	return shutdown.EvicterFunc(func(_ context.Context, inst shutdown.Instance) error {
-		return u.evict(up, inst)
+	return shutdown.EvicterFunc(func(ctx context.Context, inst shutdown.Instance) error {
+		return u.evict(ctx, up, inst)
 	}), true
 }
 
 // evict removes inst from the Instancer, by id, and from every Endpointer,
 // by host:port (the flush request's, and the one ZooKeeper lists if it
 // differs). Both are synchronous: when it returns no new call picks inst.
-func (u *Upstreams) evict(up *upstream, inst shutdown.Instance) error {
-	hosts := []string{net.JoinHostPort(inst.Address, strconv.Itoa(inst.Port))}
-	if known, ok := up.instancer.Evict(inst.ID); ok && known.HostPort() != hosts[0] {
-		hosts = append(hosts, known.HostPort())
-	}
+func (u *Upstreams) evict(ctx context.Context, up *upstream, inst shutdown.Instance) error {
 	u.mu.Lock()
 	es := append([]*endpoint.Endpointer(nil), up.endpointers...)
 	u.mu.Unlock()
-	for _, e := range es {
-		for _, h := range hosts {
-			e.Evict(h)
-		}
+	if err := shutdown.DiscoveryEvicter(up.instancer, false, es...).Evict(ctx, inst); err != nil {
+		return err
 	}
-	u.log.Info("flush: evicted", "service", inst.Service, "instance", inst.ID, "hosts", hosts)
+	u.log.Info("flush: evicted", "service", inst.Service, "instance", inst.ID, "address", inst.Address, "port", inst.Port)
 	return nil
 }
 

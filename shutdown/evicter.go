@@ -20,16 +20,21 @@ func DiscoveryEvicter(in *sd.Instancer, uris bool, eps ...*endpoint.Endpointer) 
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		name := net.JoinHostPort(inst.Address, strconv.Itoa(inst.Port))
+		// The request's address, and ZooKeeper's record of it if that differs.
+		names := []string{net.JoinHostPort(inst.Address, strconv.Itoa(inst.Port))}
 		if known, ok := in.Evict(inst.ID); ok {
-			// ZooKeeper's record wins over the request's address.
-			name = known.HostPort()
+			name := known.HostPort()
 			if uris {
 				name = known.URI()
 			}
+			if name != names[0] {
+				names = append(names, name)
+			}
 		}
 		for _, e := range eps {
-			e.Evict(name)
+			for _, n := range names {
+				e.Evict(n)
+			}
 		}
 		return nil
 	})
