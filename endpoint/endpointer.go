@@ -54,6 +54,7 @@ type Endpointer struct {
 	mu         sync.Mutex // guards below and snapshot publication
 	current    map[string]*instance
 	tombstones map[string]struct{}
+	listed     []string // the Instancer's latest set, sorted
 	closed     bool
 
 	ejectMu sync.Mutex // serializes ejection decisions
@@ -166,11 +167,16 @@ func (e *Endpointer) Instances() []string {
 // returns, no balancer over this Endpointer picks it. Calls in flight on it
 // finish before its io.Closer runs. It stays out, even if the Instancer still
 // lists it, until an Instancer update no longer lists it; after that it may
-// come back. Evicting an unknown instance keeps it out the same way.
+// come back. An instance the Instancer's latest set does not list is already
+// out and leaves no tombstone: no later update would lift it, and a provider
+// restarting on the same address must come back.
 func (e *Endpointer) Evict(instance string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
+		return
+	}
+	if _, listed := slices.BinarySearch(e.listed, instance); !listed {
 		return
 	}
 	e.tombstones[instance] = struct{}{}
@@ -215,6 +221,7 @@ func (e *Endpointer) update(listed []string) {
 	if e.closed {
 		return
 	}
+	e.listed = names
 	for name := range e.tombstones {
 		if _, found := slices.BinarySearch(names, name); !found {
 			delete(e.tombstones, name)

@@ -228,3 +228,18 @@ func TestAnEmptySetReturnsGoKitsNoEndpoints(t *testing.T) {
 		t.Fatalf("pick from an empty set: %v, want lb.ErrNoEndpoints", err)
 	}
 }
+
+// The stop sequence sets OUT_OF_SERVICE (discovery drops the instance)
+// before it flushes (Evict): no later update would lift a tombstone, so the
+// instance must come back when it restarts on the same address.
+func TestEvictOfAnUnlistedInstanceLeavesNoTombstone(t *testing.T) {
+	e, src, _ := newTestEndpointer(t, []string{"a", "b"})
+	src.Set("b")
+	settle(e)
+	e.Evict("a")
+	src.Set("a", "b")
+	settle(e)
+	if got := e.Instances(); !slices.Contains(got, "a") {
+		t.Fatalf("instances = %v; a restarted on the same address is kept out", got)
+	}
+}

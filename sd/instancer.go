@@ -135,8 +135,6 @@ type Instancer struct {
 	subs      map[chan<- kitsd.Event]*subscriber
 	firstDone bool
 
-	sendMu sync.Mutex // held by the dispatcher while it sends
-
 	pmu     sync.Mutex
 	pending changes
 	wake    chan struct{}
@@ -145,8 +143,9 @@ type Instancer struct {
 }
 
 type entry struct {
-	inst Instance
-	ok   bool // decoded; a malformed node is kept out of the set
+	inst  Instance
+	ok    bool  // decoded; a malformed node is kept out of the set
+	czxid int64 // of the node read, malformed or not
 }
 
 type tomb struct {
@@ -155,17 +154,18 @@ type tomb struct {
 }
 
 type subscriber struct {
-	cancel chan struct{}
-	sent   uint64
+	cancel chan struct{} // closed by Deregister
+	sent   uint64        // version last delivered
+	busy   chan struct{} // non-nil while a send to it is under way; closed after
 }
 
 // changes is the work the run loop owes ZooKeeper's notifications.
 type changes struct {
-	full     bool            // every watch is lost: list and read everything
-	children bool            // list the children again
-	data     map[string]bool // re-read these children
-	deleted  map[string]bool // these children are gone
-	conn     int             // 0 no news, 1 disconnected, 2 connected
+	full     bool             // every watch is lost: list and read everything
+	children bool             // list the children again
+	data     map[string]bool  // re-read these children
+	deleted  map[string]int64 // these children are gone: name → czxid of the node the watch was on
+	conn     int              // 0 no news, 1 disconnected, 2 connected
 }
 
 func (ch *changes) merge(o changes) {
@@ -177,11 +177,11 @@ func (ch *changes) merge(o changes) {
 		}
 		ch.data[k] = true
 	}
-	for k := range o.deleted {
+	for k, v := range o.deleted {
 		if ch.deleted == nil {
-			ch.deleted = map[string]bool{}
+			ch.deleted = map[string]int64{}
 		}
-		ch.deleted[k] = true
+		ch.deleted[k] = v
 	}
 	if o.conn != 0 {
 		ch.conn = o.conn
@@ -233,30 +233,66 @@ func NewInstancer(c *Client, service string, opts ...InstancerOption) (*Instance
 	return in, nil
 }
 
-// Register implements sd.Instancer: ch receives the current set now (or
-// at the first load) and the complete set on every change. Sends happen
-// on the Instancer's dispatcher goroutine, never under a lock.
+// Register implements sd.Instancer: once the first load is done, ch
+// receives the current set before Register returns (as go-kit's own
+// Instancers do), then the complete set on every change. Later sends
+// happen on the Instancer's dispatcher goroutine, never under a lock, and
+// always carry the newest set.
 func (in *Instancer) Register(ch chan<- kitsd.Event) {
+	s := &subscriber{cancel: make(chan struct{})}
 	in.mu.Lock()
-	in.subs[ch] = &subscriber{cancel: make(chan struct{})}
+	var ev kitsd.Event
+	first := in.firstDone
+	if first {
+		ev = kitsd.Event{Instances: in.pub, Err: in.pubErr}
+		s.sent, s.busy = in.version, make(chan struct{})
+	}
+	in.subs[ch] = s
 	in.mu.Unlock()
+	if first {
+		in.send(ch, s, ev, s.sent)
+	}
 	in.signal()
 }
 
+// send delivers ev to s unless it is deregistered or the Instancer stops,
+// then marks the send done. s.busy must have been set under in.mu.
+func (in *Instancer) send(ch chan<- kitsd.Event, s *subscriber, ev kitsd.Event, version uint64) {
+	delivered := false
+	select {
+	case <-s.cancel: // deregistered before the send began: ch may be closed
+	default:
+		select {
+		case ch <- ev:
+			delivered = true
+		case <-s.cancel:
+		case <-in.ctx.Done():
+		}
+	}
+	in.mu.Lock()
+	if delivered && version > s.sent {
+		s.sent = version
+	}
+	close(s.busy)
+	s.busy = nil
+	in.mu.Unlock()
+}
+
 // Deregister implements sd.Instancer. Once it returns nothing more is sent
-// on ch, so the caller may close it.
+// on ch, so the caller may close it. It waits only for a send to ch itself.
 func (in *Instancer) Deregister(ch chan<- kitsd.Event) {
 	in.mu.Lock()
-	if s, ok := in.subs[ch]; ok {
+	s, ok := in.subs[ch]
+	var busy chan struct{}
+	if ok {
 		delete(in.subs, ch)
 		close(s.cancel)
+		busy = s.busy
 	}
 	in.mu.Unlock()
-	// Wait out a send in progress: the dispatcher holds sendMu while it
-	// sends, and checks the subscriber is still registered first.
-	in.sendMu.Lock()
-	//lint:ignore SA2001 the empty section is the wait
-	in.sendMu.Unlock()
+	if busy != nil {
+		<-busy
+	}
 }
 
 // Stop implements sd.Instancer: it stops watching and waits for every
@@ -342,7 +378,9 @@ func (in *Instancer) take() changes {
 }
 
 // watch forwards one zk watch's single event into the pending changes.
-func (in *Instancer) watch(ch <-chan zk.Event, child string) {
+// czxid is the creation zxid of the child node watched (0 for the service
+// node): a late deletion must not remove a node re-created since.
+func (in *Instancer) watch(ch <-chan zk.Event, child string, czxid int64) {
 	in.wg.Add(1) // called only from goroutines the WaitGroup already counts
 	go func() {
 		defer in.wg.Done()
@@ -352,23 +390,25 @@ func (in *Instancer) watch(ch <-chan zk.Event, child string) {
 			if in.opts.metrics.WatchEvents != nil {
 				in.opts.metrics.WatchEvents.Add(1)
 			}
-			in.note(changeFor(ev, child))
+			in.note(changeFor(ev, child, czxid))
 		case <-in.ctx.Done():
 		}
 	}()
 }
 
-func changeFor(ev zk.Event, child string) changes {
+func changeFor(ev zk.Event, child string, czxid int64) changes {
 	switch {
 	case ev.Type == zk.EventNotWatching:
-		if errors.Is(ev.Err, zk.ErrClosing) {
+		// Closing: nothing to do. Expiry: the StateExpired session event,
+		// which comes first, already asked for one full reload.
+		if errors.Is(ev.Err, zk.ErrClosing) || errors.Is(ev.Err, zk.ErrSessionExpired) {
 			return changes{}
 		}
 		return changes{full: true}
 	case child == "":
 		return changes{children: true}
 	case ev.Type == zk.EventNodeDeleted:
-		return changes{deleted: map[string]bool{child: true}}
+		return changes{deleted: map[string]int64{child: czxid}}
 	default:
 		return changes{data: map[string]bool{child: true}}
 	}
@@ -452,8 +492,8 @@ func (in *Instancer) apply(w *changes) error {
 	// Deletions first: the fastest news a consumer can get.
 	if len(w.deleted) > 0 {
 		in.mu.Lock()
-		for name := range w.deleted {
-			if e, ok := in.entries[name]; ok {
+		for name, czxid := range w.deleted {
+			if e, ok := in.entries[name]; ok && e.czxid == czxid {
 				delete(in.entries, name)
 				delete(in.tombs, e.inst.ID)
 			}
@@ -494,7 +534,7 @@ func (in *Instancer) list(w *changes) error {
 		if eerr != nil {
 			return fmt.Errorf("sd: watch %s: %w", in.dir, eerr)
 		}
-		in.watch(ech, "")
+		in.watch(ech, "", 0)
 		if exists {
 			return in.list(w) // created in between
 		}
@@ -508,7 +548,7 @@ func (in *Instancer) list(w *changes) error {
 	if err != nil {
 		return fmt.Errorf("sd: list %s: %w", in.dir, err)
 	}
-	in.watch(ch, "")
+	in.watch(ch, "", 0)
 	present := make(map[string]bool, len(names))
 	if w.data == nil {
 		w.data = map[string]bool{}
@@ -595,7 +635,7 @@ func (in *Instancer) fetch(w *changes) error {
 				firstErr = fmt.Errorf("sd: read %s/%s: %w", in.dir, r.name, r.err)
 			}
 		default:
-			in.watch(r.ch, r.name)
+			in.watch(r.ch, r.name, r.entry.czxid)
 			delete(w.data, r.name)
 			in.entries[r.name] = r.entry
 		}
@@ -612,11 +652,11 @@ func (in *Instancer) decode(name string, data []byte, stat *zk.Stat) *entry {
 			in.opts.metrics.Malformed.Add(1)
 		}
 		in.logger.Warn("skipping malformed node", "path", path.Join(in.dir, name), "err", err)
-		return &entry{}
+		return &entry{czxid: stat.Czxid}
 	}
 	inst.Path = path.Join(in.dir, name)
 	inst.Czxid, inst.Version, inst.EphemeralOwner = stat.Czxid, stat.Version, stat.EphemeralOwner
-	return &entry{inst: inst, ok: true}
+	return &entry{inst: inst, ok: true, czxid: stat.Czxid}
 }
 
 // publishLocked computes the set and, when it or the error changed, hands
@@ -715,7 +755,7 @@ func (in *Instancer) dispatch() {
 			var ch chan<- kitsd.Event
 			var s *subscriber
 			for c, sub := range in.subs {
-				if sub.sent < in.version {
+				if sub.sent < in.version && sub.busy == nil {
 					ch, s = c, sub
 					break
 				}
@@ -726,20 +766,12 @@ func (in *Instancer) dispatch() {
 			}
 			version := in.version
 			ev := kitsd.Event{Instances: in.pub, Err: in.pubErr}
+			s.busy = make(chan struct{})
 			in.mu.Unlock()
-
-			in.sendMu.Lock()
-			select {
-			case ch <- ev:
-			case <-s.cancel:
-			case <-in.ctx.Done():
-				in.sendMu.Unlock()
+			in.send(ch, s, ev, version)
+			if in.ctx.Err() != nil {
 				return
 			}
-			in.sendMu.Unlock()
-			in.mu.Lock()
-			s.sent = version
-			in.mu.Unlock()
 		}
 	}
 }

@@ -285,6 +285,11 @@ func (r *Registrar) ensure(ctx context.Context) error {
 	}
 	full := r.c.full(r.path)
 	session := r.c.SessionID()
+	if session == 0 {
+		// Between an expiry and the next session: our own new node could
+		// look like another session's.
+		return fmt.Errorf("sd: register %s: %w", r.path, zk.ErrConnectionClosed)
+	}
 	_, stat, err := r.c.conn.Get(full)
 	switch {
 	case err == nil && stat.EphemeralOwner == session && session != 0:
@@ -298,7 +303,7 @@ func (r *Registrar) ensure(ctx context.Context) error {
 		return fmt.Errorf("sd: read %s: %w", r.path, err)
 	}
 	r.mu.Lock()
-	inst := r.inst
+	inst := r.inst.clone() // SetStatus may write Metadata meanwhile
 	before := r.czxid
 	r.mu.Unlock()
 	data, err := r.codec.Encode(inst)
@@ -359,13 +364,19 @@ func (r *Registrar) startKeeper() {
 	go r.keep(r.stop, r.done)
 }
 
-func (r *Registrar) stopKeeper() {
+// stopKeeper stops the keeper goroutine and waits for it, or for ctx: a
+// keeper inside a ZooKeeper call exits when that call returns, which the
+// client bounds by its receive timeout.
+func (r *Registrar) stopKeeper(ctx context.Context) {
 	if r.stop == nil {
 		return
 	}
 	r.unsubs()
 	close(r.stop)
-	<-r.done
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+	}
 	r.stop = nil
 }
 
@@ -435,7 +446,9 @@ func (r *Registrar) SetStatus(ctx context.Context, status Status) error {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("sd: set status of %s: %w", r.path, err)
 		}
-		data, stat, err := r.c.conn.Get(full)
+		var data []byte
+		var stat *zk.Stat
+		err := r.c.do(ctx, func() (err error) { data, stat, err = r.c.conn.Get(full); return err })
 		if err != nil {
 			return fmt.Errorf("sd: set status of %s: %w", r.path, err)
 		}
@@ -454,7 +467,7 @@ func (r *Registrar) SetStatus(ctx context.Context, status Status) error {
 		if err != nil {
 			return err
 		}
-		_, err = r.c.conn.Set(full, out, stat.Version)
+		err = r.c.do(ctx, func() error { _, err := r.c.conn.Set(full, out, stat.Version); return err })
 		if errors.Is(err, zk.ErrBadVersion) && attempt < 5 {
 			continue
 		}
@@ -475,20 +488,22 @@ func (r *Registrar) DeregisterContext(ctx context.Context) error {
 	r.registered = false
 	r.czxid = 0
 	r.mu.Unlock()
-	r.stopKeeper()
+	r.stopKeeper(ctx)
 	full := r.c.full(r.path)
 	for {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("sd: deregister %s: %w", r.path, err)
 		}
-		ok, stat, err := r.c.conn.Exists(full)
+		var ok bool
+		var stat *zk.Stat
+		err := r.c.do(ctx, func() (err error) { ok, stat, err = r.c.conn.Exists(full); return err })
 		if err != nil {
 			return fmt.Errorf("sd: deregister %s: %w", r.path, err)
 		}
 		if !ok || stat.EphemeralOwner != r.c.SessionID() {
 			return nil // gone, or another session's: not ours to delete
 		}
-		err = r.c.conn.Delete(full, stat.Version)
+		err = r.c.do(ctx, func() error { return r.c.conn.Delete(full, stat.Version) })
 		if errors.Is(err, zk.ErrBadVersion) {
 			continue
 		}

@@ -54,6 +54,10 @@ const (
 	DefaultCloseTimeout        = time.Second
 )
 
+// serveExitWait bounds the wait for Serve to return once the server is shut
+// down or closed.
+const serveExitWait = time.Second
+
 // quickTimeout bounds the stop steps that only flip state or close a
 // listener.
 const quickTimeout = 100 * time.Millisecond
@@ -427,13 +431,17 @@ func (s *Sequence) drain(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("shutdown: %d request(s) still in flight: %w", s.cfg.Tracker.InFlight(), err))
 	}
 	if s.serveDone != nil {
+		// Serve returns promptly after Shutdown or Close; give it its own
+		// bound, since ctx may have run out in Shutdown already.
+		t := time.NewTimer(serveExitWait)
+		defer t.Stop()
 		select {
 		case <-s.serveDone:
 			if s.serveErr != nil {
 				errs = append(errs, fmt.Errorf("shutdown: serve: %w", s.serveErr))
 			}
-		case <-ctx.Done():
-			errs = append(errs, fmt.Errorf("shutdown: serve goroutine did not exit: %w", ctx.Err()))
+		case <-t.C:
+			errs = append(errs, fmt.Errorf("shutdown: serve goroutine did not exit within %v of the server's close", serveExitWait))
 		}
 	}
 	return errors.Join(errs...)
