@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	kitsd "github.com/go-kit/kit/sd"
 	"github.com/go-zookeeper/zk"
 
 	"github.com/gracekit/gracekit/sd"
@@ -457,4 +458,45 @@ func TestChrootAndDigestAuth(t *testing.T) {
 	}
 	defer in.Stop()
 	waitFor(t, "the chrooted instance seen", func() bool { return len(in.Instances()) == 1 })
+}
+
+// go-kit's Endpointer deregisters its channel and closes it at once; no
+// send may follow, however busy the Instancer is publishing.
+func TestDeregisterThenCloseIsSafeWhilePublishing(t *testing.T) {
+	c := zktest.New(t)
+	provider, consumer := newClient(t, c), newClient(t, c)
+	r := register(t, provider, instance("churn", 1201))
+	in, _ := newInstancer(t, consumer, "churn")
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		status := []sd.Status{sd.StatusOutOfService, sd.StatusUp}
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_ = r.SetStatus(context.Background(), status[i%2])
+		}
+	}()
+	for range 200 {
+		ch := make(chan kitsd.Event) // unbuffered, read by nobody after Deregister
+		got := make(chan struct{})
+		go func() {
+			defer close(got)
+			for range ch {
+			}
+		}()
+		in.Register(ch)
+		in.Deregister(ch)
+		close(ch)
+		<-got
+	}
+	close(stop)
+	<-done
+	if in.Stats().Publishes < 2 {
+		t.Fatal("the status flips published nothing; the test exercised no concurrent sends")
+	}
 }
