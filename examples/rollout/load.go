@@ -1,0 +1,238 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// sample is one request of the load.
+type sample struct {
+	at       time.Time // when it was sent
+	latency  time.Duration
+	post     bool
+	gateway  int
+	failed   bool
+	reason   string // why it failed: "HTTP 502: ..." or the transport error
+	instance string // the provider named in the response, when there is one
+}
+
+// isPost tells whether the n-th request (from 1) is a POST /api/orders: one
+// in five, so 20% of the load is non-idempotent.
+func isPost(n int64) bool { return n%5 == 0 }
+
+var symbols = []string{"ABC", "GKIT", "ZOO", "FX", "QTE"}
+
+// load is a fixed pool of workers that send requests through the gateways
+// until stopped, until maxRequests are sent, or until the context ends.
+type load struct {
+	gateways    []string // base URLs, "http://127.0.0.1:port"
+	client      *http.Client
+	transport   *http.Transport
+	maxRequests int64
+	deadline    time.Time // no request is sent after it
+
+	issued    atomic.Int64
+	completed atomic.Int64
+	stopCh    chan struct{}
+	stopOnce  sync.Once
+	wg        sync.WaitGroup
+	started   time.Time
+	stoppedAt time.Time
+
+	mu      sync.Mutex
+	samples [][]sample             // per worker
+	seen    []map[string]time.Time // per gateway: instance -> last response time
+	fails   atomic.Int64
+}
+
+func newLoad(gateways []string, workers int, maxRequests int64, timeout time.Duration, deadline time.Time) *load {
+	tr := &http.Transport{
+		Proxy:               nil, // loopback only
+		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
+		MaxIdleConns:        2 * workers,
+		MaxIdleConnsPerHost: workers,
+		IdleConnTimeout:     30 * time.Second,
+		DisableCompression:  true,
+	}
+	l := &load{
+		gateways:    gateways,
+		transport:   tr,
+		client:      &http.Client{Transport: tr, Timeout: timeout},
+		maxRequests: maxRequests,
+		deadline:    deadline,
+		stopCh:      make(chan struct{}),
+		samples:     make([][]sample, workers),
+		seen:        make([]map[string]time.Time, len(gateways)),
+	}
+	for i := range l.seen {
+		l.seen[i] = map[string]time.Time{}
+	}
+	return l
+}
+
+// run starts the workers.
+func (l *load) run(ctx context.Context) {
+	l.started = time.Now()
+	for w := range l.samples {
+		l.wg.Add(1)
+		go l.worker(ctx, w)
+	}
+}
+
+// stop asks the workers to finish their current request and waits for them.
+func (l *load) stop() {
+	l.stopOnce.Do(func() { close(l.stopCh) })
+	l.wg.Wait()
+	if l.stoppedAt.IsZero() {
+		l.stoppedAt = time.Now()
+	}
+	l.transport.CloseIdleConnections()
+}
+
+func (l *load) worker(ctx context.Context, w int) {
+	defer l.wg.Done()
+	var out []sample
+	defer func() {
+		l.mu.Lock()
+		l.samples[w] = out
+		l.mu.Unlock()
+	}()
+	for i := 0; ; i++ {
+		select {
+		case <-l.stopCh:
+			return
+		case <-ctx.Done():
+			return
+		default:
+		}
+		if time.Now().After(l.deadline) {
+			return
+		}
+		n := l.issued.Add(1)
+		if n > l.maxRequests {
+			return
+		}
+		gw := (w + i) % len(l.gateways) // alternate between the gateways
+		s := l.do(ctx, gw, n)
+		if ctx.Err() != nil {
+			return // interrupted: the request says nothing about the service
+		}
+		out = append(out, s)
+		l.completed.Add(1)
+		if s.failed {
+			l.fails.Add(1)
+		} else if s.instance != "" {
+			l.mu.Lock()
+			l.seen[gw][s.instance] = time.Now()
+			l.mu.Unlock()
+		}
+	}
+}
+
+func (l *load) do(ctx context.Context, gw int, n int64) sample {
+	s := sample{at: time.Now(), post: isPost(n), gateway: gw}
+	sym := symbols[int(n)%len(symbols)]
+	var req *http.Request
+	var err error
+	if s.post {
+		body := fmt.Sprintf(`{"symbol":%q,"qty":%d}`, sym, 1+n%9)
+		req, err = http.NewRequestWithContext(ctx, http.MethodPost, l.gateways[gw]+"/api/orders", bytes.NewReader([]byte(body)))
+		if err == nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+	} else {
+		req, err = http.NewRequestWithContext(ctx, http.MethodGet, l.gateways[gw]+"/api/quote?symbol="+sym, nil)
+	}
+	if err != nil {
+		s.failed, s.reason = true, err.Error()
+		return s
+	}
+	resp, err := l.client.Do(req)
+	if err != nil {
+		s.latency = time.Since(s.at)
+		s.failed, s.reason = true, transportReason(err)
+		return s
+	}
+	body, rerr := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	s.latency = time.Since(s.at)
+	switch {
+	case resp.StatusCode != http.StatusOK:
+		s.failed, s.reason = true, fmt.Sprintf("HTTP %d: %s", resp.StatusCode, shorten(string(body), 100))
+	case rerr != nil:
+		s.failed, s.reason = true, "reading body: "+transportReason(rerr)
+	default:
+		s.instance = instanceOf(body)
+	}
+	return s
+}
+
+// instanceOf returns the "instance" field of a JSON response, or "".
+func instanceOf(body []byte) string {
+	var v struct {
+		Instance string `json:"instance"`
+	}
+	if json.Unmarshal(body, &v) != nil {
+		return ""
+	}
+	return v.Instance
+}
+
+// transportReason drops the method and URL from a client error.
+func transportReason(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		if ue.Timeout() {
+			return "timeout"
+		}
+		err = ue.Err
+	}
+	return shorten(err.Error(), 100)
+}
+
+func shorten(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// finished tells whether the workers reached their count or time bound.
+func (l *load) finished() bool {
+	return l.issued.Load() >= l.maxRequests || time.Now().After(l.deadline)
+}
+
+// seenSince tells whether every gateway has answered with instance since t.
+func (l *load) seenSince(instance string, t time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, m := range l.seen {
+		if !m[instance].After(t) {
+			return false
+		}
+	}
+	return true
+}
+
+// all returns every sample once the workers have stopped.
+func (l *load) all() []sample {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []sample
+	for _, s := range l.samples {
+		out = append(out, s...)
+	}
+	return out
+}
