@@ -54,6 +54,10 @@ const (
 	DefaultCloseTimeout        = time.Second
 )
 
+// idleConnGrace is how long the drain lets Shutdown close idle
+// connections once no request is in flight, before it closes the rest.
+const idleConnGrace = 100 * time.Millisecond
+
 // serveExitWait bounds the wait for Serve to return once the server is shut
 // down or closed.
 const serveExitWait = time.Second
@@ -422,8 +426,33 @@ func (s *Sequence) drain(ctx context.Context) error {
 	s.mu.Unlock()
 	var errs []error
 	if srv := s.cfg.Server; srv != nil {
-		if err := srv.Shutdown(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("shutdown: server shutdown: %w", err))
+		sctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		shut := make(chan error, 1)
+		go func() { shut <- srv.Shutdown(sctx) }()
+		// Once nothing is in flight, Shutdown may still wait for
+		// connections that never sent a request (a client's spare dial):
+		// Go counts those idle only after 5 s. Give it a moment, then cut
+		// them, unless a request started meanwhile.
+		drained := s.cfg.Tracker.Drain(ctx)
+		for drained == nil {
+			t := time.NewTimer(idleConnGrace)
+			select {
+			case err := <-shut:
+				shut <- err
+			case <-t.C:
+			}
+			t.Stop()
+			if len(shut) > 0 || s.cfg.Tracker.InFlight() == 0 {
+				cancel()
+				break
+			}
+			drained = s.cfg.Tracker.Drain(ctx)
+		}
+		if err := <-shut; err != nil {
+			if drained != nil || !errors.Is(err, context.Canceled) {
+				errs = append(errs, fmt.Errorf("shutdown: server shutdown: %w", err))
+			}
 			_ = srv.Close() // cut the connections still open
 		}
 	}

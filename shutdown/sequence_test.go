@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -384,5 +385,33 @@ func TestNewSequenceRejectsInvalidConfig(t *testing.T) {
 				t.Errorf("got %v, want %q", err, tt.wantE)
 			}
 		})
+	}
+}
+
+// A client's spare connection that never sent a request does not hold the
+// drain: Go's Shutdown counts such a connection idle only after 5 s, longer
+// than this drain's bound.
+func TestSequenceDrainDoesNotWaitForAConnectionWithoutRequests(t *testing.T) {
+	p := newProvider(t, nil, func(c *shutdown.Config) {
+		c.DrainTimeout = 3 * time.Second
+		c.Server.ReadHeaderTimeout = time.Minute // the spare connection is not cut by the server itself
+	})
+	if err := p.seq.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", p.seq.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// The server has accepted it once a request on another connection is served.
+	if resp := p.get(t, "/hello"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	if err := p.seq.Stop(context.Background()); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if got := p.trace(lifecycle.PhaseStop); got != stopOrder {
+		t.Fatalf("stop trace %q, want %q", got, stopOrder)
 	}
 }
