@@ -138,7 +138,7 @@ func Start(dir string, opts ...Option) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	// A port reserved by freePorts can be taken before the JVM binds it;
+	// A port reserved by FreePorts can be taken before the JVM binds it;
 	// such a start fails and is retried with new ports.
 	var lastErr error
 	for attempt := range 3 {
@@ -152,7 +152,7 @@ func Start(dir string, opts ...Option) (*Cluster, error) {
 }
 
 func startOnce(dir, java, cp string, o options) (*Cluster, error) {
-	ports, err := freePorts(3 * o.size)
+	ports, err := FreePorts(3 * o.size)
 	if err != nil {
 		return nil, err
 	}

@@ -186,10 +186,10 @@ func fourLetter(addr, cmd string, timeout time.Duration) (string, error) {
 	return sb.String(), nil
 }
 
-// freePorts reserves n distinct loopback ports by listening on port 0, then
-// releases them for the server to bind. Another process may take one in
+// FreePorts reserves n distinct loopback ports by listening on port 0, then
+// releases them for a server to bind. Another process may take one in
 // between; Start retries with new ports when a server fails to come up.
-func freePorts(n int) ([]int, error) {
+func FreePorts(n int) ([]int, error) {
 	ports := make([]int, 0, n)
 	var ls []net.Listener
 	defer func() {

@@ -343,7 +343,7 @@ func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err
 		logf("warning: cleaning old instance nodes: %v", err)
 	}
 
-	ports, err := freePorts(nProviders + nGateways)
+	ports, err := zktest.FreePorts(nProviders + nGateways)
 	if err != nil {
 		return nil, err
 	}
@@ -572,26 +572,6 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// freePorts reserves n distinct free loopback ports.
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 func randomHex(n int) string {
