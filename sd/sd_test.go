@@ -502,3 +502,46 @@ func TestDeregisterThenCloseIsSafeWhilePublishing(t *testing.T) {
 	close(stop)
 	<-done
 }
+
+// The ensemble is down longer than the session timeout and the provider
+// cannot reach it when it returns, so the server expires its session: the
+// consumer keeps the last set through the outage, and the provider
+// re-registers in a new session once it can connect.
+func TestProviderReregistersAfterItsSessionExpiredInAnOutage(t *testing.T) {
+	c := zktest.New(t)
+	part := zktest.NewPartition()
+	provider := newClient(t, c, sd.Dialer(part.Dial))
+	consumer := newClient(t, c)
+	var reregistered atomic.Int32
+	r := register(t, provider, instance("outage", 4101), sd.OnRegistrarEvent(func(ev sd.RegistrarEvent) {
+		if ev.Kind == sd.EventReregistered {
+			reregistered.Add(1)
+		}
+	}))
+	in, ch := newInstancer(t, consumer, "outage")
+	waitSet(t, ch, "127.0.0.1:4101")
+	oldSession := provider.SessionID()
+
+	part.Cut()
+	if err := c.StopAll(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second) // down longer than the 2 s session timeout, on purpose
+	if got := in.Instances(); len(got) != 1 {
+		t.Fatalf("the consumer dropped its last set during the outage: %+v", got)
+	}
+	if err := c.StartAll(); err != nil {
+		t.Fatal(err)
+	}
+	// The server expires the unreachable provider's session: its node goes.
+	waitSet(t, ch)
+	part.Heal()
+	waitSet(t, ch, "127.0.0.1:4101")
+	_, st, err := rawConn(t, c).Get(r.Path())
+	if err != nil || st.EphemeralOwner == oldSession || st.EphemeralOwner != provider.SessionID() {
+		t.Fatalf("node owner 0x%x (err %v); want the provider's new session 0x%x, not 0x%x", st.EphemeralOwner, err, provider.SessionID(), oldSession)
+	}
+	if n := reregistered.Load(); n != 1 {
+		t.Fatalf("re-registered %d times, want once", n)
+	}
+}

@@ -149,3 +149,21 @@ var errTimeout = &timeoutError{}
 type timeoutError struct{}
 
 func (*timeoutError) Error() string { return "condition not met within 20s" }
+
+func TestPartitionCutsAndHeals(t *testing.T) {
+	c := zktest.New(t)
+	part := zktest.NewPartition()
+	conn, ev, err := zk.Connect(c.Addrs(), 2*time.Second, zk.WithLogInfo(false), zk.WithLogger(zkSilent{}), zk.WithDialer(part.Dial))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	waitState(t, ev, zk.StateHasSession)
+	part.Cut()
+	waitState(t, ev, zk.StateDisconnected)
+	if _, err := part.Dial("tcp", c.Servers[0].Addr(), time.Second); err != zktest.ErrPartitioned {
+		t.Fatalf("Dial while cut = %v", err)
+	}
+	part.Heal()
+	waitState(t, ev, zk.StateHasSession)
+}
