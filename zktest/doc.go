@@ -8,6 +8,7 @@
 // there, New fails the test with the install command (see InstallHint); it
 // skips only under -short.
 //
-// Fault controls: Stop, Kill and Restart a member, find the Leader, and
-// expire a client's session on purpose through a SessionRecorder.
+// Fault controls: Stop, Kill and Restart a member, StopAll and StartAll, find
+// the Leader, expire a client's session on purpose through a
+// SessionRecorder, and cut one client off the ensemble with a Partition.
 package zktest

@@ -1,6 +1,7 @@
 package zktest_test
 
 import (
+	"errors"
 	"net"
 	"testing"
 	"time"
@@ -161,7 +162,7 @@ func TestPartitionCutsAndHeals(t *testing.T) {
 	waitState(t, ev, zk.StateHasSession)
 	part.Cut()
 	waitState(t, ev, zk.StateDisconnected)
-	if _, err := part.Dial("tcp", c.Servers[0].Addr(), time.Second); err != zktest.ErrPartitioned {
+	if _, err := part.Dial("tcp", c.Servers[0].Addr(), time.Second); !errors.Is(err, zktest.ErrPartitioned) {
 		t.Fatalf("Dial while cut = %v", err)
 	}
 	part.Heal()
