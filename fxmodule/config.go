@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -240,11 +241,12 @@ func (c Config) check(gateway bool) (*settings, error) {
 	} else if !strings.HasPrefix(c.BasePath, "/") || strings.HasSuffix(c.BasePath, "/") {
 		return nil, &ConfigError{Field: "BasePath", Env: EnvBasePath, Value: c.BasePath, Want: "an absolute ZooKeeper path such as /services"}
 	}
-	if c.Service == "" || strings.Contains(c.Service, "/") {
-		return nil, &ConfigError{Field: "Service", Env: EnvService, Value: c.Service, Want: "a service name without '/'"}
+	// A znode name: no '/', and not "." or "..", as sd checks after connecting.
+	if !sd.ValidNodeName(c.Service) {
+		return nil, &ConfigError{Field: "Service", Env: EnvService, Value: c.Service, Want: "a service name without '/', not \".\" or \"..\""}
 	}
-	if strings.Contains(c.InstanceID, "/") {
-		return nil, &ConfigError{Field: "InstanceID", Env: EnvInstanceID, Value: c.InstanceID, Want: "an id without '/', or empty for a random UUID"}
+	if c.InstanceID != "" && !sd.ValidNodeName(c.InstanceID) {
+		return nil, &ConfigError{Field: "InstanceID", Env: EnvInstanceID, Value: c.InstanceID, Want: "an id without '/', not \".\" or \"..\", or empty for a random UUID"}
 	}
 	if c.Address == "" {
 		return nil, &ConfigError{Field: "Address", Env: EnvAddress, Value: c.Address, Want: "the host or IP address other services reach this instance at"}
@@ -254,6 +256,12 @@ func (c Config) check(gateway bool) (*settings, error) {
 	}
 	s.Metadata = make(map[string]string, len(c.Metadata)+1)
 	for k, v := range c.Metadata {
+		// The module owns these keys: the status follows the lifecycle, and
+		// only a Gateway advertises a flush path.
+		if k == sd.MetadataStatus || k == sd.MetadataFlushPath {
+			return nil, &ConfigError{Field: "Metadata", Env: EnvMetadata, Value: k + "=" + v,
+				Want: fmt.Sprintf("keys other than %q and %q, which the module sets", sd.MetadataStatus, sd.MetadataFlushPath)}
+		}
 		s.Metadata[k] = v
 	}
 	flushes := len(c.FlushTargets)+len(c.FlushGateways) > 0 // signed ones
@@ -282,8 +290,9 @@ func (c Config) check(gateway bool) (*settings, error) {
 	if gateway {
 		if c.FlushPath == "" {
 			s.FlushPath = DefaultFlushPath
-		} else if !strings.HasPrefix(c.FlushPath, "/") || strings.ContainsAny(c.FlushPath, " {}?#") {
-			return nil, &ConfigError{Field: "FlushPath", Env: EnvFlushPath, Value: c.FlushPath, Want: "a URL path such as " + DefaultFlushPath}
+		} else if !strings.HasPrefix(c.FlushPath, "/") || strings.ContainsAny(c.FlushPath, " {}?#") || reservedPaths[c.FlushPath] || path.Clean(c.FlushPath) != c.FlushPath {
+			return nil, &ConfigError{Field: "FlushPath", Env: EnvFlushPath, Value: c.FlushPath,
+				Want: "a clean URL path such as " + DefaultFlushPath + ", other than /, /readyz and /livez"}
 		}
 		s.Metadata[sd.MetadataFlushPath] = s.FlushPath
 	}
@@ -360,6 +369,9 @@ func (s *settings) checkBudget() error {
 	}
 	return nil
 }
+
+// reservedPaths are served by the module's wrapper mux already.
+var reservedPaths = map[string]bool{"/": true, "/readyz": true, "/livez": true}
 
 // nopRegistrar stands in for the Registrar in checkBudget.
 type nopRegistrar struct{}

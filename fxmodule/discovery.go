@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"time"
 
 	"go.uber.org/fx"
 
@@ -160,14 +161,21 @@ type Instancers struct {
 	opts []sd.InstancerOption
 
 	mu sync.Mutex
-	m  map[string]*sd.Instancer
+	m  map[string]*instancerEntry // nil once the session closed
+}
+
+// instancerEntry is an Instancer, or the one being created.
+type instancerEntry struct {
+	in    *sd.Instancer
+	err   error
+	ready chan struct{} // closed once in or err is set
 }
 
 func newInstancers(sess *session, s *settings, lp loggerParams) *Instancers {
 	in := &Instancers{
 		sess: sess,
 		opts: []sd.InstancerOption{sd.BasePath(s.BasePath), sd.WithLogger(lp.logger())},
-		m:    map[string]*sd.Instancer{},
+		m:    map[string]*instancerEntry{},
 	}
 	sess.onClose(in.stop)
 	return in
@@ -175,22 +183,42 @@ func newInstancers(sess *session, s *settings, lp loggerParams) *Instancers {
 
 // Instancer returns the Instancer of service, starting it on first use:
 // the first call waits for the first set or the session timeout, as
-// sd.NewInstancer does. It returns sd.ErrClosed after the session closed.
+// sd.NewInstancer does, without holding up calls for other services. It
+// returns sd.ErrClosed after the session closed.
 func (in *Instancers) Instancer(service string) (*sd.Instancer, error) {
 	in.mu.Lock()
-	defer in.mu.Unlock()
 	if in.m == nil {
+		in.mu.Unlock()
 		return nil, sd.ErrClosed
 	}
-	if i, ok := in.m[service]; ok {
-		return i, nil
+	if e, ok := in.m[service]; ok {
+		in.mu.Unlock()
+		<-e.ready
+		return e.in, e.err
 	}
+	e := &instancerEntry{ready: make(chan struct{})}
+	in.m[service] = e
+	in.mu.Unlock()
+
 	i, err := sd.NewInstancer(in.sess.client, service, in.opts...)
-	if err != nil {
-		return nil, err
+	in.mu.Lock()
+	closed := in.m == nil
+	switch {
+	case closed && err == nil:
+		err = sd.ErrClosed
+	case !closed && err != nil:
+		delete(in.m, service) // let a later call try again
 	}
-	in.m[service] = i
-	return i, nil
+	if err == nil {
+		e.in = i
+	}
+	e.err = err
+	close(e.ready)
+	in.mu.Unlock()
+	if closed && i != nil {
+		i.Stop() // stop ran meanwhile and could not see it
+	}
+	return e.in, e.err
 }
 
 func (in *Instancers) stop() {
@@ -198,8 +226,14 @@ func (in *Instancers) stop() {
 	m := in.m
 	in.m = nil
 	in.mu.Unlock()
-	for _, i := range m {
-		i.Stop()
+	for _, e := range m {
+		select {
+		case <-e.ready:
+			if e.in != nil {
+				e.in.Stop()
+			}
+		default: // still being created: its creator stops it
+		}
 	}
 }
 
@@ -349,12 +383,36 @@ func gatewayTargets(gws []*sd.Instancer, self sd.Instance) []string {
 	return urls
 }
 
-func appendHooks(lc fx.Lifecycle, seq *sequence) {
+func appendHooks(lc fx.Lifecycle, seq *sequence, s *settings, lp loggerParams) {
+	log := lp.logger()
 	lc.Append(fx.Hook{
 		OnStart: func(ctx context.Context) error {
 			seq.server.Handler = seq.handler(seq.server.Handler)
 			return seq.Start(ctx)
 		},
-		OnStop: seq.Stop,
+		OnStop: func(ctx context.Context) error {
+			// fx's stop deadline is the real stop timeout; a shorter one
+			// than the budget checked at build time cuts the sequence short.
+			if dl, ok := ctx.Deadline(); ok {
+				if left := time.Until(dl); left < s.StopTimeout {
+					log.Warn("fx's stop timeout is shorter than the stop budget; later steps may be cut short (use fxmodule.StopTimeout to set both)",
+						"left", left, "budget", s.StopTimeout)
+				}
+			}
+			return seq.Stop(ctx)
+		},
 	})
+}
+
+// StopTimeout sets fx's stop timeout and the module's stop budget
+// (Config.StopTimeout) to d in one option: fx does not tell modules its
+// stop timeout, and the stop sequence's bounds are checked against it.
+func StopTimeout(d time.Duration) fx.Option {
+	return fx.Options(
+		fx.StopTimeout(d),
+		fx.Decorate(func(c Config) Config {
+			c.StopTimeout = d
+			return c
+		}),
+	)
 }

@@ -233,6 +233,19 @@ func TestProviderStopFlushesTheGateway(t *testing.T) {
 		return err == nil && got == want
 	})
 
+	// The Evicter acts at once, while ZooKeeper still lists the provider
+	// as UP: no watch event can be what removes it here.
+	ev, _ := upstream.Evicter("quote")
+	if err := ev.Evict(context.Background(), shutdown.Instance{Service: "quote", ID: "quote-1", Address: "127.0.0.1", Port: pPort}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := call(context.Background(), nil); err == nil {
+		t.Fatalf("the gateway routes to %v right after the eviction", got)
+	}
+	if !exists(t, conn, "/services/quote/quote-1") {
+		t.Fatal("the provider's node is gone: the check above proved nothing")
+	}
+
 	provider.RequireStop()
 	rep := seq.Report()
 	if len(rep.Flush) != 1 || !rep.Flush[0].Acked {
@@ -266,6 +279,9 @@ func TestBadConfigFailsStart(t *testing.T) {
 		{"relative flush target", func(c *fxmodule.Config) { c.FlushSecret = secret; c.FlushTargets = []string{"gw:8080/flush"} }, false, "FlushTargets"},
 		{"quiet window over max quiesce", func(c *fxmodule.Config) { c.QuietWindow = 3 * time.Second }, false, "QuietWindow"},
 		{"stop timeout below the sequence's bounds", func(c *fxmodule.Config) { c.StopTimeout = 2 * time.Second }, false, "StopTimeout"},
+		{"a service named ..", func(c *fxmodule.Config) { c.Service = ".." }, false, "Service"},
+		{"metadata that sets the status", func(c *fxmodule.Config) { c.Metadata = map[string]string{sd.MetadataStatus: "DOWN"} }, false, "Metadata"},
+		{"a flush path the probes use", func(c *fxmodule.Config) { c.FlushSecret = secret; c.FlushPath = "/readyz" }, true, "FlushPath"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -288,8 +304,8 @@ func TestBadConfigFailsStart(t *testing.T) {
 			if !errors.As(err, &ce) {
 				t.Fatalf("Start error %v is not a *ConfigError", err)
 			}
-			if ce.Field != tt.wantField {
-				t.Fatalf("ConfigError names %s, want %s: %v", ce.Field, tt.wantField, err)
+			if ce.Field != tt.wantField || !strings.HasPrefix(ce.Env, "GRACEKIT_") {
+				t.Fatalf("ConfigError names %s (env %q), want %s and its variable: %v", ce.Field, ce.Env, tt.wantField, err)
 			}
 			if !strings.Contains(err.Error(), "Config."+tt.wantField) || ce.Want == "" {
 				t.Fatalf("error does not say the field and what is wanted: %v", err)
@@ -316,5 +332,17 @@ func TestConfigFromEnvRejectsMalformedValues(t *testing.T) {
 				t.Fatalf("ConfigFromEnv() error = %v, want a ConfigError for %s", err, tt.wantField)
 			}
 		})
+	}
+}
+
+func TestStopTimeoutSetsTheBudgetToo(t *testing.T) {
+	zkc := zktest.New(t)
+	// 5 s cannot hold the default plan (14.4 s): the module must say so at
+	// start, which it can only if the option reached its Config.
+	app := fx.New(fx.NopLogger, fx.Supply(providerConfig(zkc, "quote-1", freePort(t))), fx.Provide(helloServer),
+		fxmodule.Discovery, fxmodule.StopTimeout(5*time.Second), fx.Invoke(func(*shutdown.Sequence) {}))
+	var ce *fxmodule.ConfigError
+	if err := app.Err(); !errors.As(err, &ce) || ce.Field != "StopTimeout" {
+		t.Fatalf("app error %v, want a ConfigError for StopTimeout", err)
 	}
 }

@@ -142,6 +142,10 @@ func (u *Upstreams) Endpoint(service string, f kitsd.Factory, opts ...UpstreamOp
 	if err != nil {
 		return nil, fmt.Errorf("fxmodule: instancer for %q: %w", service, err)
 	}
+	// Held from the subscription until the Endpointer is listed, so that a
+	// flush (evict holds it too) reaches this Endpointer before its 200.
+	u.mu.Lock()
+	defer u.mu.Unlock()
 	e, err := endpoint.NewEndpointer(in, f, append([]endpoint.Option{endpoint.WithLogger(u.log.With("service", service))}, o.endpointer...)...)
 	if err != nil {
 		return nil, fmt.Errorf("fxmodule: endpointer for %q: %w", service, err)
@@ -150,8 +154,6 @@ func (u *Upstreams) Endpoint(service string, f kitsd.Factory, opts ...UpstreamOp
 	if err == nil {
 		var call kitendpoint.Endpoint
 		if call, err = endpoint.NewRetry(b, o.retry...); err == nil {
-			u.mu.Lock()
-			defer u.mu.Unlock()
 			if u.closed {
 				_ = e.Close()
 				return nil, endpoint.ErrClosed
@@ -187,10 +189,11 @@ func (u *Upstreams) Evicter(service string) (shutdown.Evicter, bool) {
 // by host:port (the flush request's, and the one ZooKeeper lists if it
 // differs). Both are synchronous: when it returns no new call picks inst.
 func (u *Upstreams) evict(ctx context.Context, up *upstream, inst shutdown.Instance) error {
+	// Evictions do not block; holding mu keeps an Endpointer being built
+	// for this service from missing one.
 	u.mu.Lock()
-	es := append([]*endpoint.Endpointer(nil), up.endpointers...)
-	u.mu.Unlock()
-	if err := shutdown.DiscoveryEvicter(up.instancer, false, es...).Evict(ctx, inst); err != nil {
+	defer u.mu.Unlock()
+	if err := shutdown.DiscoveryEvicter(up.instancer, false, up.endpointers...).Evict(ctx, inst); err != nil {
 		return err
 	}
 	u.log.Info("flush: evicted", "service", inst.Service, "instance", inst.ID, "address", inst.Address, "port", inst.Port)

@@ -95,3 +95,9 @@ func (i Instance) clone() Instance {
 	i.Metadata = m
 	return i
 }
+
+// ValidNodeName tells whether name can be one znode name: not empty, no
+// '/', and not "." or ".." (which would climb the path).
+func ValidNodeName(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.Contains(name, "/")
+}

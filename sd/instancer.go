@@ -204,7 +204,7 @@ func NewInstancer(c *Client, service string, opts ...InstancerOption) (*Instance
 	if c == nil {
 		return nil, &ConfigError{"client", "nil", "a *sd.Client from NewClient"}
 	}
-	if service == "" || service != path.Base("/"+service) {
+	if !ValidNodeName(service) {
 		return nil, &ConfigError{"service name", service, "a non-empty name without '/'"}
 	}
 	in := &Instancer{

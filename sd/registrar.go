@@ -165,7 +165,7 @@ func NewRegistrar(c *Client, inst Instance, opts ...RegistrarOption) (*Registrar
 	if c == nil {
 		return nil, &ConfigError{"client", "nil", "a *sd.Client from NewClient"}
 	}
-	if inst.Name == "" || inst.Name != path.Base("/"+inst.Name) {
+	if !ValidNodeName(inst.Name) {
 		return nil, &ConfigError{"service name", inst.Name, "a non-empty name without '/'"}
 	}
 	if inst.ID == "" {
@@ -182,7 +182,7 @@ func NewRegistrar(c *Client, inst Instance, opts ...RegistrarOption) (*Registrar
 		return nil, err
 	}
 	name := o.codec.NodeName(inst)
-	if name == "" || name != path.Base("/"+name) {
+	if !ValidNodeName(name) {
 		return nil, &ConfigError{"node name", name, "non-empty, without '/'"}
 	}
 	r := &Registrar{

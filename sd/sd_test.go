@@ -545,3 +545,23 @@ func TestProviderReregistersAfterItsSessionExpiredInAnOutage(t *testing.T) {
 		t.Fatalf("re-registered %d times, want once", n)
 	}
 }
+
+func TestNamesThatWouldClimbThePathAreRefused(t *testing.T) {
+	c := zktest.New(t)
+	cl := newClient(t, c)
+	for _, name := range []string{"", ".", "..", "a/b"} {
+		var ce *sd.ConfigError
+		if _, err := sd.NewInstancer(cl, name); !errors.As(err, &ce) {
+			t.Errorf("NewInstancer(%q) = %v, want a *ConfigError", name, err)
+		}
+		if _, err := sd.NewRegistrar(cl, sd.Instance{Name: name, Address: "h", Port: 1}); !errors.As(err, &ce) {
+			t.Errorf("NewRegistrar(name %q) = %v, want a *ConfigError", name, err)
+		}
+		if name == "" {
+			continue // an empty id gets a UUID
+		}
+		if _, err := sd.NewRegistrar(cl, sd.Instance{Name: "svc", ID: name, Address: "h", Port: 1}); !errors.As(err, &ce) {
+			t.Errorf("NewRegistrar(id %q) = %v, want a *ConfigError", name, err)
+		}
+	}
+}
