@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	kitendpoint "github.com/go-kit/kit/endpoint"
 	"go.uber.org/goleak"
 )
 
@@ -59,5 +60,34 @@ func TestUpstreamErrorsAnswer502(t *testing.T) {
 	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	if !strings.Contains(rec.Body.String(), `gateway_failures_total{mode="graceful",route="quote"} 1`) {
 		t.Fatalf("metrics do not count the failure:\n%s", rec.Body)
+	}
+}
+
+func TestLoopbackFactoryRefusesOtherAddresses(t *testing.T) {
+	calls := 0
+	inner := func(string) (kitendpoint.Endpoint, io.Closer, error) {
+		calls++
+		return func(context.Context, any) (any, error) { return nil, nil }, nil, nil
+	}
+	uri := loopbackFactory(inner, uriHost)
+	for _, inst := range []string{"127.0.0.1:8080", "http://127.0.0.1:8080", "[::1]:8080", "https://[::1]:8443", "127.5.6.7:80"} {
+		if _, _, err := uri(inst); err != nil {
+			t.Errorf("%q refused: %v", inst, err)
+		}
+	}
+	for _, inst := range []string{"10.0.0.5:8080", "http://192.168.1.2:8080", "localhost:8080", "quote.example.com:80", "[2001:db8::1]:80", "0.0.0.0:80", "not an instance", "http://:80"} {
+		if _, _, err := uri(inst); err == nil {
+			t.Errorf("%q accepted", inst)
+		}
+	}
+	cur := loopbackFactory(inner, curatorHost)
+	if _, _, err := cur(`{"name":"quote","id":"q","address":"127.0.0.1","port":8080}`); err != nil {
+		t.Errorf("loopback Curator node refused: %v", err)
+	}
+	if _, _, err := cur(`{"name":"quote","id":"q","address":"10.1.2.3","port":8080}`); err == nil {
+		t.Error("Curator node at 10.1.2.3 accepted")
+	}
+	if calls != 6 {
+		t.Errorf("the wrapped factory was called %d times, want 6 (the loopback instances only)", calls)
 	}
 }

@@ -10,15 +10,18 @@
 // A call that gets no answer from a provider is answered 502 with a JSON
 // error. Configuration is the fxmodule environment variables (GRACEKIT_*:
 // its own registration), plus GATEWAY_UPSTREAM, the providers' service name
-// (default quote).
+// (default quote), and GATEWAY_LOOPBACK_ONLY: when it is 1, instances whose
+// address is not a loopback IP address are refused (never called), which
+// the demo sets so that it can only ever send its load to its own processes.
 //
 // With -mode graceful (the default) it uses fxmodule.Gateway: gracekit's
 // Instancer, Endpointer, RoundRobin and Retry, the flush handler at
 // /gracekit/flush, and its own registration in ZooKeeper with that path.
 // With -mode naive it uses go-kit's stock sd/zk Instancer over
-// /services/<upstream>, sd.NewEndpointer, lb.NewRoundRobin and
-// lb.Retry(3, 2s, rr), as go-kit documents them, and does not register.
-// It stops on SIGTERM or SIGINT.
+// <base path>/<upstream> (GRACEKIT_BASE_PATH, default /services),
+// sd.NewEndpointer, lb.NewRoundRobin and lb.Retry(3, 2s, rr), as go-kit
+// documents them, and does not register.
+// It stops on SIGTERM or SIGINT; a second signal kills it.
 package main
 
 import (
@@ -31,10 +34,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -74,18 +79,34 @@ func run(mode string) error {
 	if upstream == "" {
 		upstream = "quote"
 	}
+	loopbackOnly := false
+	switch v := os.Getenv("GATEWAY_LOOPBACK_ONLY"); v {
+	case "", "0":
+	case "1":
+		loopbackOnly = true
+	default:
+		return fmt.Errorf("invalid GATEWAY_LOOPBACK_ONLY %q (1, or 0 or unset)", v)
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).
 		With("app", "gateway", "mode", mode, "self", cfg.InstanceID)
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	m := newMetrics(mode)
 	if mode == "naive" {
-		return runNaive(cfg, upstream, m, log, sigs)
+		return runNaive(cfg, upstream, loopbackOnly, m, log, sigs)
 	}
-	return runGraceful(cfg, upstream, m, log, sigs)
+	return runGraceful(cfg, upstream, loopbackOnly, m, log, sigs)
 }
 
-func runGraceful(cfg fxmodule.Config, upstream string, m *metrics, log *slog.Logger, sigs <-chan os.Signal) error {
+// waitSignal returns the first SIGTERM or SIGINT and stops relaying them,
+// so that a second one kills the process.
+func waitSignal(sigs chan os.Signal) os.Signal {
+	sig := <-sigs
+	signal.Stop(sigs)
+	return sig
+}
+
+func runGraceful(cfg fxmodule.Config, upstream string, loopbackOnly bool, m *metrics, log *slog.Logger, sigs chan os.Signal) error {
 	stopTimeout := cfg.StopTimeout
 	if stopTimeout == 0 {
 		stopTimeout = fxmodule.DefaultStopTimeout
@@ -107,7 +128,11 @@ func runGraceful(cfg fxmodule.Config, upstream string, m *metrics, log *slog.Log
 					return nil, err
 				}
 				factories = append(factories, f)
-				call, err := u.Endpoint(upstream, counted(f.Factory),
+				factory := kitsd.Factory(f.Factory)
+				if loopbackOnly {
+					factory = loopbackFactory(factory, uriHost)
+				}
+				call, err := u.Endpoint(upstream, counted(factory),
 					fxmodule.WithRetry(endpoint.Attempts(3), endpoint.AttemptTimeout(2*time.Second)))
 				if err != nil {
 					return nil, err
@@ -124,8 +149,8 @@ func runGraceful(cfg fxmodule.Config, upstream string, m *metrics, log *slog.Log
 	if err := app.Start(startCtx); err != nil {
 		return err
 	}
-	log.Info("serving", "port", cfg.Port, "upstream", upstream)
-	sig := <-sigs
+	log.Info("serving", "port", cfg.Port, "upstream", upstream, "loopback_only", loopbackOnly)
+	sig := waitSignal(sigs)
 	log.Info("stopping", "signal", sig.String())
 	stopCtx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()
@@ -138,7 +163,7 @@ func runGraceful(cfg fxmodule.Config, upstream string, m *metrics, log *slog.Log
 
 // runNaive is the gateway as go-kit documents it: sd/zk Instancer,
 // sd.NewEndpointer, lb.NewRoundRobin, lb.Retry.
-func runNaive(cfg fxmodule.Config, upstream string, m *metrics, log *slog.Logger, sigs <-chan os.Signal) error {
+func runNaive(cfg fxmodule.Config, upstream string, loopbackOnly bool, m *metrics, log *slog.Logger, sigs chan os.Signal) error {
 	servers, chroot, err := sd.ParseConnectString(cfg.ZKServers)
 	if err != nil {
 		return err
@@ -146,6 +171,8 @@ func runNaive(cfg fxmodule.Config, upstream string, m *metrics, log *slog.Logger
 	basePath := cfg.BasePath
 	if basePath == "" {
 		basePath = sd.DefaultBasePath
+	} else if !strings.HasPrefix(basePath, "/") || strings.HasSuffix(basePath, "/") {
+		return fmt.Errorf("invalid %s %q (an absolute ZooKeeper path such as /services)", fxmodule.EnvBasePath, basePath)
 	}
 	if cfg.Port < 1 || cfg.Port > 65535 {
 		return fmt.Errorf("invalid %s %d (a port from 1 to 65535)", fxmodule.EnvPort, cfg.Port)
@@ -165,7 +192,11 @@ func runNaive(cfg fxmodule.Config, upstream string, m *metrics, log *slog.Logger
 
 	var calls []kitendpoint.Endpoint
 	for _, r := range []route{quoteRoute, orderRoute} {
-		endpointer := kitsd.NewEndpointer(instancer, counted(curatorFactory(r)), klog)
+		factory := curatorFactory(r)
+		if loopbackOnly {
+			factory = loopbackFactory(factory, curatorHost)
+		}
+		endpointer := kitsd.NewEndpointer(instancer, counted(factory), klog)
 		defer endpointer.Close()
 		calls = append(calls, kitlb.Retry(3, 2*time.Second, kitlb.NewRoundRobin(endpointer)))
 	}
@@ -179,9 +210,10 @@ func runNaive(cfg fxmodule.Config, upstream string, m *metrics, log *slog.Logger
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	log.Info("serving", "port", cfg.Port, "upstream", upstream)
+	log.Info("serving", "port", cfg.Port, "upstream", upstream, "path", chroot+basePath+"/"+upstream, "loopback_only", loopbackOnly)
 	select {
 	case sig := <-sigs:
+		signal.Stop(sigs) // a second signal kills the process
 		log.Info("stopping", "signal", sig.String())
 	case err := <-served:
 		return err
@@ -195,6 +227,60 @@ func runNaive(cfg fxmodule.Config, upstream string, m *metrics, log *slog.Logger
 	return err
 }
 
+// curatorNode is the part of a Curator instance node the naive gateway reads.
+type curatorNode struct {
+	Address string `json:"address"`
+	Port    *int   `json:"port"`
+}
+
+func parseCuratorNode(instance string) (curatorNode, error) {
+	var node curatorNode
+	if err := json.Unmarshal([]byte(instance), &node); err != nil || node.Address == "" || node.Port == nil {
+		return node, fmt.Errorf("not a Curator instance node: %.80q", instance)
+	}
+	return node, nil
+}
+
+// curatorHost is the address of a Curator instance node.
+func curatorHost(instance string) (string, error) {
+	node, err := parseCuratorNode(instance)
+	return node.Address, err
+}
+
+// uriHost is the host of a gracekit instance string: "host:port" or a URI
+// such as "http://host:port".
+func uriHost(instance string) (string, error) {
+	if strings.Contains(instance, "://") {
+		u, err := url.Parse(instance)
+		if err != nil {
+			return "", err
+		}
+		if u.Hostname() == "" {
+			return "", fmt.Errorf("instance %q has no host", instance)
+		}
+		return u.Hostname(), nil
+	}
+	host, _, err := net.SplitHostPort(instance)
+	return host, err
+}
+
+// loopbackFactory wraps f so that it refuses, with an error (go-kit's
+// Endpointer then leaves the instance out), every instance whose host is
+// not a loopback IP address. Host names, "localhost" included, are refused:
+// what they resolve to is not the gateway's to check.
+func loopbackFactory(f kitsd.Factory, hostOf func(instance string) (string, error)) kitsd.Factory {
+	return func(instance string) (kitendpoint.Endpoint, io.Closer, error) {
+		host, err := hostOf(instance)
+		if err != nil {
+			return nil, nil, err
+		}
+		if ip, err := netip.ParseAddr(host); err != nil || !ip.Unmap().IsLoopback() {
+			return nil, nil, fmt.Errorf("instance address %q is not a loopback address (GATEWAY_LOOPBACK_ONLY=1): %.80q", host, instance)
+		}
+		return f(instance)
+	}
+}
+
 // curatorFactory is a go-kit sd.Factory for instance strings that are
 // Curator JSON node data, as go-kit's sd/zk Instancer publishes them: it
 // reads the address and port and builds a go-kit HTTP client for r.
@@ -203,12 +289,9 @@ func curatorFactory(r route) kitsd.Factory {
 	transport.MaxIdleConnsPerHost = 64
 	client := &http.Client{Transport: transport}
 	return func(instance string) (kitendpoint.Endpoint, io.Closer, error) {
-		var node struct {
-			Address string `json:"address"`
-			Port    *int   `json:"port"`
-		}
-		if err := json.Unmarshal([]byte(instance), &node); err != nil || node.Address == "" || node.Port == nil {
-			return nil, nil, fmt.Errorf("not a Curator instance node: %.80q", instance)
+		node, err := parseCuratorNode(instance)
+		if err != nil {
+			return nil, nil, err
 		}
 		u := &url.URL{Scheme: "http", Host: net.JoinHostPort(node.Address, strconv.Itoa(*node.Port)), Path: r.path}
 		return kithttp.NewClient(r.method, u, r.enc, decodeUpstream, kithttp.SetClient(client)).Endpoint(), nil, nil

@@ -9,7 +9,10 @@
 // PROVIDER_LATENCY, the per-request work time (default 50ms; each request
 // takes a random time in [0.5, 1.5] times it).
 //
-// It stops on SIGTERM or SIGINT. With -mode graceful (the default) it runs
+// Every answer names the instance id it registered with (GRACEKIT_INSTANCE_ID,
+// or the random id fxmodule gives it when that is unset).
+//
+// It stops on SIGTERM or SIGINT (a second signal kills it). With -mode graceful (the default) it runs
 // gracekit's whole stop sequence; with -mode naive it closes its ZooKeeper
 // session (so its node goes) and exits at once, with no drain and no flush.
 // Either way it prints one line to stdout as it exits (logs go to stderr):
@@ -87,6 +90,7 @@ func run(mode string) error {
 	var (
 		seq    *shutdown.Sequence
 		client *sd.Client
+		reg    *sd.Registrar
 	)
 	app := fx.New(
 		fx.WithLogger(func() fxevent.Logger {
@@ -96,21 +100,24 @@ func run(mode string) error {
 		}),
 		fx.StopTimeout(stopTimeout),
 		fx.Supply(cfg, log),
-		fx.Provide(func(cfg fxmodule.Config) *http.Server {
-			svc := &quoteService{instance: cfg.InstanceID, latency: latency}
+		fx.Provide(func(reg *sd.Registrar) *http.Server {
+			// The registered id: cfg.InstanceID is empty when fxmodule
+			// makes one up.
+			svc := &quoteService{instance: reg.Instance().ID, latency: latency}
 			return &http.Server{Handler: newHandler(svc), ReadHeaderTimeout: 5 * time.Second}
 		}),
 		fxmodule.Discovery,
-		fx.Populate(&seq, &client),
+		fx.Populate(&seq, &client, &reg),
 	)
 	startCtx, cancel := context.WithTimeout(context.Background(), fx.DefaultTimeout)
 	defer cancel()
 	if err := app.Start(startCtx); err != nil {
 		return err
 	}
-	log.Info("serving", "port", cfg.Port, "latency", latency)
+	log.Info("serving", "port", cfg.Port, "latency", latency, "instance", reg.Instance().ID)
 
 	sig := <-sigs
+	signal.Stop(sigs) // a second signal kills the process
 	begin := time.Now()
 	log.Info("stopping", "signal", sig.String())
 	rep := StopReport{Mode: mode}

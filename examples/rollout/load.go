@@ -47,6 +47,7 @@ type load struct {
 	stopCh    chan struct{}
 	stopOnce  sync.Once
 	wg        sync.WaitGroup
+	endedCh   chan struct{} // closed once every worker has returned
 	started   time.Time
 	stoppedAt time.Time
 
@@ -72,6 +73,7 @@ func newLoad(gateways []string, workers int, maxRequests int64, timeout time.Dur
 		maxRequests: maxRequests,
 		deadline:    deadline,
 		stopCh:      make(chan struct{}),
+		endedCh:     make(chan struct{}),
 		samples:     make([][]sample, workers),
 		seen:        make([]map[string]time.Time, len(gateways)),
 	}
@@ -88,6 +90,10 @@ func (l *load) run(ctx context.Context) {
 		l.wg.Add(1)
 		go l.worker(ctx, w)
 	}
+	go func() {
+		l.wg.Wait()
+		close(l.endedCh)
+	}()
 }
 
 // stop asks the workers to finish their current request and waits for them.
@@ -212,6 +218,17 @@ func shorten(s string, n int) string {
 // finished tells whether the workers reached their count or time bound.
 func (l *load) finished() bool {
 	return l.issued.Load() >= l.maxRequests || time.Now().After(l.deadline)
+}
+
+// ended tells whether every worker has returned: no request is in flight
+// and none will be sent.
+func (l *load) ended() bool {
+	select {
+	case <-l.endedCh:
+		return true
+	default:
+		return false
+	}
 }
 
 // seenSince tells whether every gateway has answered with instance since t.

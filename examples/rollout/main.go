@@ -7,10 +7,23 @@
 //
 //	RESULT mode=<graceful|naive> requests=<n> failed=<n> p99_ms=<x> max_stop_ms=<x>
 //
-// It exits 1 when graceful mode failed any request, and leaves no process
-// behind: children run in their own process groups with Pdeathsig, and
-// every exit path, Ctrl-C included, kills them and stops ZooKeeper. Child
-// output goes to log files in a temporary directory, printed on failure.
+// (followed by " invalid=1" when the mode's run does not show what it should;
+// see below).
+//
+// It exits 1 when graceful mode failed any request, or when a mode is
+// invalid: the load ended (at its time or count bound) before every provider
+// had been restarted and routed to again, so that some restart happened
+// without load; stderr says which. It leaves no process behind: children
+// run in their own process groups with Pdeathsig, and every exit path,
+// Ctrl-C included, kills them and stops ZooKeeper. Child output goes to log
+// files in a temporary directory, printed on failure.
+//
+// Every run uses its own ZooKeeper base path, /gracekit-demo-<random hex>,
+// given to every child as GRACEKIT_BASE_PATH, so that a shared ZooKeeper
+// (GRACEKIT_ZK_SERVERS) never mixes the demo's instances with real ones;
+// the driver deletes nodes only below that path, and deletes the path
+// itself at the end. The gateways get GATEWAY_LOOPBACK_ONLY=1: they refuse
+// any instance whose address is not a loopback address.
 //
 // The processes talk to the driver as examples/CONTRACT.md says. Flags:
 //
@@ -53,9 +66,11 @@ const (
 
 	providerService = "quote"
 	gatewayService  = "gateway"
-	basePath        = "/services" // where both modes' instances live (CONTRACT.md)
-	nProviders      = 3
-	nGateways       = 2
+	// basePathPrefix starts the run's own base path (CONTRACT.md); the
+	// driver never deletes a node outside such a path.
+	basePathPrefix = "/gracekit-demo-"
+	nProviders     = 3
+	nGateways      = 2
 )
 
 type config struct {
@@ -122,7 +137,7 @@ func run() (code int) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	d := &driver{cfg: cfg, tmp: tmp, sup: newSupervisor()}
+	d := &driver{cfg: cfg, tmp: tmp, sup: newSupervisor(), basePath: basePathPrefix + randomHex(8)}
 
 	// Ctrl-C or SIGTERM: stop the scenario and kill every child at once; a
 	// second signal exits without waiting for anything else.
@@ -145,8 +160,11 @@ func run() (code int) {
 		select {
 		case <-sigs:
 			d.sup.KillAll()
-			d.closeZK()
+			external := d.closeZK()
 			fmt.Fprintf(os.Stderr, "rollout: interrupted again; logs in %s\n", tmp)
+			if external {
+				fmt.Fprintf(os.Stderr, "rollout: the ZooKeeper path %s may be left behind\n", d.basePath)
+			}
 			os.Exit(130)
 		case <-quit:
 		}
@@ -158,6 +176,7 @@ func run() (code int) {
 		sigWG.Wait()
 		signal.Stop(sigs)
 		d.sup.KillAll()
+		d.removeBasePath()
 		d.closeZK()
 		if d.interrupted.Load() {
 			code = 130
@@ -185,6 +204,11 @@ func run() (code int) {
 	}
 	code = 0
 	for _, r := range results {
+		if r.Invalid != "" {
+			fmt.Fprintf(os.Stderr, "rollout: mode %s is invalid: %s; binaries and logs are in %s\n", r.Mode, r.Invalid, tmp)
+			d.keptNoted = true
+			code = 1
+		}
 		if r.Mode == "graceful" && r.Failed > 0 {
 			fmt.Fprintf(os.Stderr, "rollout: graceful mode failed %d of %d requests; binaries and logs are in %s\n", r.Failed, r.Requests, tmp)
 			d.keptNoted = true
@@ -202,21 +226,43 @@ type driver struct {
 	cfg         config
 	tmp         string
 	sup         *supervisor
+	basePath    string // this run's base path: basePathPrefix + random hex
 	interrupted atomic.Bool
 
 	zkMu      sync.Mutex
 	zkCluster *zktest.Cluster
 	zkConnect string
+	zkUsed    bool // a child was started: the base path may exist
 	bins      map[string]string
 	keptNoted bool // the logs directory was already printed
 }
 
-func (d *driver) closeZK() {
+// closeZK stops the local ZooKeeper, if the driver started one. It
+// reports whether the ZooKeeper used is an external one.
+func (d *driver) closeZK() (external bool) {
 	d.zkMu.Lock()
 	defer d.zkMu.Unlock()
 	if d.zkCluster != nil {
 		_ = d.zkCluster.Close()
 		d.zkCluster = nil
+		return false
+	}
+	return d.zkConnect != ""
+}
+
+// removeBasePath deletes the run's base path and everything below it, once
+// every child has ended. It only warns on failure.
+func (d *driver) removeBasePath() {
+	d.zkMu.Lock()
+	connect, used := d.zkConnect, d.zkUsed
+	d.zkMu.Unlock()
+	if !used || connect == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := deleteTree(ctx, connect, d.basePath); err != nil {
+		logf("warning: removing %s from ZooKeeper: %v", d.basePath, err)
 	}
 }
 
@@ -270,7 +316,9 @@ func (d *driver) build(ctx context.Context) error {
 
 func (d *driver) startZK(ctx context.Context) error {
 	if s := os.Getenv("GRACEKIT_ZK_SERVERS"); s != "" {
+		d.zkMu.Lock()
 		d.zkConnect = s
+		d.zkMu.Unlock()
 		logf("using ZooKeeper at %s (GRACEKIT_ZK_SERVERS)", s)
 		return nil
 	}
@@ -336,10 +384,11 @@ func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err
 	}
 	var stale []string
 	for _, in := range slices.Concat(gateways, providers) {
-		stale = append(stale, basePath+"/"+in.service+"/"+in.id)
+		stale = append(stale, d.basePath+"/"+in.service+"/"+in.id)
 	}
-	// A previous mode or run may have left nodes of killed processes.
-	if err := deleteNodes(ctx, d.zkConnect, stale...); err != nil {
+	// A previous mode may have left nodes of killed processes (only in this
+	// run's own base path).
+	if err := deleteNodes(ctx, d.zkConnect, d.basePath, stale...); err != nil {
 		logf("warning: cleaning old instance nodes: %v", err)
 	}
 
@@ -352,6 +401,7 @@ func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err
 		in.port = ports[i]
 		vars := map[string]string{
 			"GRACEKIT_ZK_SERVERS":   d.zkConnect,
+			"GRACEKIT_BASE_PATH":    d.basePath,
 			"GRACEKIT_SERVICE":      in.service,
 			"GRACEKIT_INSTANCE_ID":  in.id,
 			"GRACEKIT_ADDRESS":      "127.0.0.1",
@@ -360,6 +410,7 @@ func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err
 		}
 		if in.service == gatewayService {
 			vars["GATEWAY_UPSTREAM"] = providerService
+			vars["GATEWAY_LOOPBACK_ONLY"] = "1" // only ever the demo's own providers
 		} else {
 			vars["GRACEKIT_FLUSH_GATEWAYS"] = gatewayService
 			vars["PROVIDER_LATENCY"] = cfg.latency.String()
@@ -381,6 +432,9 @@ func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err
 		d.sup.stopAll(procsOf(gateways), 10*time.Second)
 	}()
 
+	d.zkMu.Lock()
+	d.zkUsed = true
+	d.zkMu.Unlock()
 	for _, in := range slices.Concat(gateways, providers) {
 		if err := d.startInstance(mode, dir, in); err != nil {
 			return nil, err
@@ -421,6 +475,13 @@ func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err
 				return nil, err
 			}
 		}
+		if ld.finished() {
+			// A restart now would happen with no load to show its effect.
+			res.Invalid = fmt.Sprintf("the load reached its bound (%d requests, %.1fs) before %s was stopped",
+				ld.completed.Load(), time.Since(loadStart).Seconds(), in.id)
+			logf("[%s] %s: no more restarts", mode, res.Invalid)
+			break
+		}
 		old := in.proc
 		sigAt := time.Now()
 		logf("[%s] SIGTERM %s (%d requests so far, %d failed)", mode, in.id, ld.completed.Load(), ld.fails.Load())
@@ -436,7 +497,7 @@ func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err
 		}
 		if killed {
 			logf("[%s] %s did not exit within %v: killed", mode, in.id, cfg.stopLimit)
-			if err := deleteNodes(ctx, d.zkConnect, basePath+"/"+in.service+"/"+in.id); err != nil {
+			if err := deleteNodes(ctx, d.zkConnect, d.basePath, d.basePath+"/"+in.service+"/"+in.id); err != nil {
 				logf("warning: %v", err)
 			}
 		}
@@ -456,6 +517,9 @@ func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err
 		// route to the new process (bounded; the load tells us).
 		back := readyAt
 		for deadline := readyAt.Add(10 * time.Second); !ld.seenSince(in.id, readyAt); {
+			if ld.ended() {
+				break // no request will be sent any more; checked below
+			}
 			if time.Now().After(deadline) {
 				logf("[%s] warning: the gateways did not route to %s within 10s of /readyz", mode, in.id)
 				break
@@ -465,13 +529,20 @@ func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err
 			}
 			back = time.Now()
 		}
-		logf("[%s] %s ready again after %.0fms, routed after %.0fms", mode, in.id, ms(st.BackReady), ms(back.Sub(sigAt)))
 		windows[i] = window{sigAt, back}
 		res.Stops = append(res.Stops, st)
+		if !ld.seenSince(in.id, readyAt) && ld.ended() {
+			// The restart was not seen through: the load stopped first.
+			res.Invalid = fmt.Sprintf("the load reached its bound (%d requests, %.1fs) before the gateways routed to %s again",
+				ld.completed.Load(), time.Since(loadStart).Seconds(), in.id)
+			logf("[%s] %s", mode, res.Invalid)
+			break
+		}
+		logf("[%s] %s ready again after %.0fms, routed after %.0fms", mode, in.id, ms(st.BackReady), ms(back.Sub(sigAt)))
 	}
 
 	post := time.Now()
-	for time.Since(post) < cfg.postRoll || ld.completed.Load() < cfg.minRequests {
+	for res.Invalid == "" && (time.Since(post) < cfg.postRoll || ld.completed.Load() < cfg.minRequests) {
 		if ld.finished() {
 			logf("[%s] warning: the load stopped at its bound with %d requests", mode, ld.completed.Load())
 			break

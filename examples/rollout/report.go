@@ -111,6 +111,9 @@ type modeResult struct {
 	Stops      []stopResult
 	Reasons    []reasonCount      // most frequent first
 	Retries    map[string]float64 // gateway retries by route, from /metrics; nil if unknown
+	// Invalid, when set, says why the run does not show what the mode
+	// does: the load ended before every restart was seen through.
+	Invalid string
 }
 
 type reasonCount struct {
@@ -161,9 +164,14 @@ func (r *modeResult) MaxStopMS() float64 {
 }
 
 // resultLine is the machine-readable summary of a mode.
+// An invalid mode's line ends with " invalid=1".
 func resultLine(r *modeResult) string {
-	return fmt.Sprintf("RESULT mode=%s requests=%d failed=%d p99_ms=%.1f max_stop_ms=%.1f",
+	line := fmt.Sprintf("RESULT mode=%s requests=%d failed=%d p99_ms=%.1f max_stop_ms=%.1f",
 		r.Mode, r.Requests, r.Failed, ms(r.P99), r.MaxStopMS())
+	if r.Invalid != "" {
+		line += " invalid=1"
+	}
+	return line
 }
 
 // writeTable prints the readable report of a mode.
@@ -174,6 +182,9 @@ func writeTable(w io.Writer, r *modeResult) {
 	}
 	fmt.Fprintf(w, "=== mode %s: %d requests in %.1fs (%.0f req/s), %d workers over %d gateways, provider latency %v\n",
 		r.Mode, r.Requests, r.Elapsed.Seconds(), rate, r.Workers, r.Gateways, r.Latency)
+	if r.Invalid != "" {
+		fmt.Fprintf(w, "  INVALID: %s\n", r.Invalid)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  requests\tGET /api/quote\tPOST /api/orders\tfailed\tfailed POST\tp50_ms\tp99_ms\tmax_ms\t")
 	fmt.Fprintf(tw, "  %d\t%d\t%d\t%d\t%d\t%.1f\t%.1f\t%.1f\t\n",

@@ -111,6 +111,15 @@ func TestSummarizeAndResultLine(t *testing.T) {
 	if got := resultLine(r); got != want {
 		t.Errorf("resultLine:\n got %s\nwant %s", got, want)
 	}
+	r.Invalid = "the load reached its bound before quote-3 was stopped"
+	if got := resultLine(r); got != want+" invalid=1" {
+		t.Errorf("resultLine of an invalid mode:\n got %s\nwant %s invalid=1", got, want)
+	}
+	var b bytes.Buffer
+	writeTable(&b, r)
+	if !strings.Contains(b.String(), "INVALID: the load reached its bound before quote-3 was stopped") {
+		t.Errorf("the table does not say the mode is invalid:\n%s", b.String())
+	}
 }
 
 func TestWriteTable(t *testing.T) {
