@@ -13,8 +13,10 @@
 // deletes exactly its own node.
 //
 // Instancer implements go-kit's sd.Instancer. It watches the service's
-// children and every child's data, loads all nodes concurrently over the one
-// connection, then reads only what changed, and publishes the complete set
+// children and every child's data. A full load reads all nodes with a few
+// multiRead requests (ZooKeeper 3.6+) over a short-lived second session and
+// publishes at once, then arms a watch per node over the one connection
+// (reads pipelined); later it reads only what changed. It publishes the complete set
 // of UP instances on every change. It re-arms its watches after every error,
 // reconnect and session expiry, keeps the last good set while ZooKeeper is
 // unreachable (reporting the error in Event.Err), and skips and counts

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"path"
 	"slices"
 	"strings"
@@ -45,6 +46,7 @@ type instancerOptions struct {
 	concurrency int
 	tombTTL     time.Duration
 	metrics     InstancerMetrics
+	noBulk      bool
 }
 
 type instancerOptionFunc func(*instancerOptions) error
@@ -67,6 +69,16 @@ func FetchConcurrency(n int) InstancerOption {
 		o.concurrency = n
 		return nil
 	})
+}
+
+// WithoutBulkLoad makes full loads read one node per request only. By
+// default a full load of many nodes first reads them all with a few
+// multiRead requests (ZooKeeper 3.6+) over a short-lived second session and
+// publishes that set, then arms a watch per node; servers without
+// multiRead fall back by themselves, so this is for measuring or for
+// ensembles that limit sessions.
+func WithoutBulkLoad() InstancerOption {
+	return instancerOptionFunc(func(o *instancerOptions) error { o.noBulk = true; return nil })
 }
 
 // TombstoneTTL sets how long Evict keeps an instance out at most.
@@ -99,6 +111,7 @@ type InstancerStats struct {
 	Fetches     int64 // node reads
 	Malformed   int64 // nodes skipped as malformed (each read counts)
 	Publishes   int64 // complete sets published
+	BulkReads   int64 // nodes read by multiRead during full loads
 }
 
 // Instancer watches one service's nodes and publishes the complete set of
@@ -139,7 +152,7 @@ type Instancer struct {
 	pending changes
 	wake    chan struct{}
 
-	watchEvents, fetches, malformed, publishes atomic.Int64
+	watchEvents, fetches, malformed, publishes, bulkReads atomic.Int64
 }
 
 type entry struct {
@@ -319,6 +332,7 @@ func (in *Instancer) Stats() InstancerStats {
 	return InstancerStats{
 		WatchEvents: in.watchEvents.Load(), Fetches: in.fetches.Load(),
 		Malformed: in.malformed.Load(), Publishes: in.publishes.Load(),
+		BulkReads: in.bulkReads.Load(),
 	}
 }
 
@@ -505,10 +519,14 @@ func (in *Instancer) apply(w *changes) error {
 	if !w.full && !w.children && len(w.data) == 0 {
 		return nil // nothing read: a published error stands until a read succeeds
 	}
+	full := w.full
 	if w.full || w.children {
 		if err := in.list(w); err != nil {
 			return err
 		}
+	}
+	if full && !in.opts.noBulk && len(w.data) >= bulkMin {
+		in.bulkLoad(w)
 	}
 	if len(w.data) > 0 {
 		if err := in.fetch(w); err != nil {
@@ -574,6 +592,47 @@ func (in *Instancer) list(w *changes) error {
 	}
 	w.full, w.children = false, false
 	return nil
+}
+
+// bulkMin is the smallest full load worth a second session.
+const bulkMin = 16
+
+// bulkLoad reads the children in w.data with multiRead and, when every one
+// was read, publishes that complete set at once. The watches are armed by
+// the per-node reads that follow, which also catch any change in between.
+// On any failure it does nothing: those reads load the set as well.
+func (in *Instancer) bulkLoad(w *changes) {
+	names := make([]string, 0, len(w.data))
+	for n := range w.data {
+		names = append(names, n)
+	}
+	paths := make([]string, len(names))
+	for i, n := range names {
+		paths[i] = path.Join(in.dir, n)
+	}
+	dial := in.c.opts.dialer
+	if dial == nil {
+		dial = net.DialTimeout
+	}
+	res, err := bulkRead(in.ctx, dial, in.c.conn.Server(), paths, in.c.SessionTimeout())
+	if err != nil {
+		in.logger.Debug("bulk read failed; reading node by node", "err", err)
+		return
+	}
+	entries := make(map[string]*entry, len(res))
+	for i, r := range res {
+		if !r.ok {
+			return // gone or unreadable: the set would not be complete
+		}
+		entries[names[i]] = in.decode(names[i], r.data, &r.stat)
+	}
+	in.bulkReads.Add(int64(len(res)))
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for n, e := range entries {
+		in.entries[n] = e
+	}
+	in.publishLocked(nil)
 }
 
 type fetched struct {

@@ -128,14 +128,16 @@ func TestThousandInstances(t *testing.T) {
 	}
 	in, ch := newInstancer(t, consumer, "big")
 	waitSet(t, ch, want...)
-	if s := in.Stats(); s.Fetches != n {
-		t.Fatalf("first load read %d nodes, want %d", s.Fetches, n)
+	// The set came from one bulk read; a watch per node is armed after it.
+	if s := in.Stats(); s.BulkReads != n {
+		t.Fatalf("bulk read %d nodes, want %d", s.BulkReads, n)
 	}
+	waitFor(t, "a watch on every node", func() bool { return in.Stats().Fetches == n })
 	// One more: only the new node is read.
 	register(t, provider, instance("big", 20000))
 	waitSet(t, ch, append(want, "127.0.0.1:20000")...)
-	if s := in.Stats(); s.Fetches != n+1 {
-		t.Fatalf("after one create %d reads in all, want %d", s.Fetches, n+1)
+	if s := in.Stats(); s.Fetches != n+1 || s.BulkReads != n {
+		t.Fatalf("after one create %d reads and %d bulk reads in all, want %d and %d", s.Fetches, s.BulkReads, n+1, n)
 	}
 }
 
@@ -563,5 +565,20 @@ func TestNamesThatWouldClimbThePathAreRefused(t *testing.T) {
 		if _, err := sd.NewRegistrar(cl, sd.Instance{Name: "svc", ID: name, Address: "h", Port: 1}); !errors.As(err, &ce) {
 			t.Errorf("NewRegistrar(id %q) = %v, want a *ConfigError", name, err)
 		}
+	}
+}
+
+func TestWithoutBulkLoadReadsNodeByNode(t *testing.T) {
+	c := zktest.New(t)
+	provider, consumer := newClient(t, c), newClient(t, c)
+	var want []string
+	for i := range 40 {
+		register(t, provider, instance("small", 30000+i))
+		want = append(want, fmt.Sprintf("127.0.0.1:%d", 30000+i))
+	}
+	in, ch := newInstancer(t, consumer, "small", sd.WithoutBulkLoad())
+	waitSet(t, ch, want...)
+	if s := in.Stats(); s.BulkReads != 0 || s.Fetches != 40 {
+		t.Fatalf("stats %+v, want 40 reads and no bulk read", s)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/gracekit/gracekit/internal/zkwire"
 )
 
 // SessionRecorder is a dialer for go-zookeeper's zk.WithDialer that notes the
@@ -70,48 +72,23 @@ func (r *SessionRecorder) Expire(addr string, id int64) error {
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
 
-	// ConnectRequest: protocolVersion, lastZxidSeen, timeOut, sessionId, passwd.
-	req := binary.BigEndian.AppendUint32(nil, 0)
-	req = binary.BigEndian.AppendUint64(req, 0)
-	req = binary.BigEndian.AppendUint32(req, 30000)
-	req = binary.BigEndian.AppendUint64(req, uint64(id))
-	req = binary.BigEndian.AppendUint32(req, uint32(len(passwd)))
-	req = append(req, passwd...)
-	if err := writeFrame(conn, req); err != nil {
+	if err := zkwire.WriteFrame(conn, zkwire.ConnectRequest(30*time.Second, id, passwd)); err != nil {
 		return fmt.Errorf("zktest: expire session: %w", err)
 	}
-	resp, err := readFrame(conn)
+	resp, err := zkwire.ReadFrame(conn)
 	if err != nil {
 		return fmt.Errorf("zktest: expire session: %w", err)
 	}
-	if len(resp) < 16 || int64(binary.BigEndian.Uint64(resp[8:16])) != id {
+	if zkwire.SessionOf(resp) != id {
 		return fmt.Errorf("zktest: session 0x%x is already gone", id)
 	}
-	// RequestHeader{xid, type=closeSession(-11)}.
-	closeReq := binary.BigEndian.AppendUint32(nil, 1)
-	closeReq = binary.BigEndian.AppendUint32(closeReq, uint32(0xFFFFFFF5))
-	if err := writeFrame(conn, closeReq); err != nil {
+	if err := zkwire.WriteFrame(conn, zkwire.CloseSession(1)); err != nil {
 		return fmt.Errorf("zktest: expire session: %w", err)
 	}
-	if _, err := readFrame(conn); err != nil && err != io.EOF {
+	if _, err := zkwire.ReadFrame(conn); err != nil && err != io.EOF {
 		return fmt.Errorf("zktest: expire session: %w", err)
 	}
 	return nil
-}
-
-func writeFrame(w io.Writer, b []byte) error {
-	_, err := w.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(b))), b...))
-	return err
-}
-
-func readFrame(r io.Reader) ([]byte, error) {
-	var n [4]byte
-	if _, err := io.ReadFull(r, n[:]); err != nil {
-		return nil, err
-	}
-	b := make([]byte, binary.BigEndian.Uint32(n[:]))
-	_, err := io.ReadFull(r, b)
-	return b, err
 }
 
 // sniffConn parses the first frame the server sends, the ConnectResponse.
