@@ -141,6 +141,7 @@ type Instancer struct {
 	mu        sync.Mutex
 	entries   map[string]*entry // by child node name
 	tombs     map[string]tomb   // by instance id
+	tombTimer *time.Timer       // lifts the earliest tombstone at its TTL
 	pub       []string          // published set
 	pubInst   []Instance
 	pubErr    error
@@ -313,6 +314,11 @@ func (in *Instancer) Deregister(ch chan<- kitsd.Event) {
 func (in *Instancer) Stop() {
 	in.cancel()
 	in.unsub()
+	in.mu.Lock()
+	if in.tombTimer != nil {
+		in.tombTimer.Stop()
+	}
+	in.mu.Unlock()
 	in.wg.Wait()
 }
 
@@ -353,9 +359,42 @@ func (in *Instancer) Evict(id string) (Instance, bool) {
 		}
 		in.logger.Info("evicted", "instance", id, "czxid", e.inst.Czxid)
 		in.publishLocked(nil)
+		in.armTombTimerLocked()
 		return e.inst.clone(), true
 	}
 	return Instance{}, false
+}
+
+// armTombTimerLocked sets the timer that lifts the earliest tombstone when
+// its TTL passes, so an instance does not wait for an unrelated change to
+// come back. in.mu must be held.
+func (in *Instancer) armTombTimerLocked() {
+	var next time.Time
+	for _, t := range in.tombs {
+		if next.IsZero() || t.until.Before(next) {
+			next = t.until
+		}
+	}
+	switch {
+	case next.IsZero():
+		if in.tombTimer != nil {
+			in.tombTimer.Stop()
+		}
+	case in.tombTimer == nil:
+		in.tombTimer = time.AfterFunc(time.Until(next), in.expireTombs)
+	default:
+		in.tombTimer.Reset(time.Until(next))
+	}
+}
+
+func (in *Instancer) expireTombs() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.ctx.Err() != nil {
+		return
+	}
+	in.publishLocked(nil) // drops the expired tombstones
+	in.armTombTimerLocked()
 }
 
 func (in *Instancer) onSession(ev SessionEvent) {

@@ -582,3 +582,17 @@ func TestWithoutBulkLoadReadsNodeByNode(t *testing.T) {
 		t.Fatalf("stats %+v, want 40 reads and no bulk read", s)
 	}
 }
+
+func TestAnExpiredTombstoneLiftsByItself(t *testing.T) {
+	c := zktest.New(t)
+	provider, consumer := newClient(t, c), newClient(t, c)
+	register(t, provider, instance("ttl", 1301))
+	in, ch := newInstancer(t, consumer, "ttl", sd.TombstoneTTL(300*time.Millisecond))
+	waitSet(t, ch, "127.0.0.1:1301")
+	if _, ok := in.Evict("ttl-1301"); !ok {
+		t.Fatal("Evict did not know the instance")
+	}
+	waitSet(t, ch)
+	// Nothing changes in ZooKeeper: only the TTL can bring it back.
+	waitSet(t, ch, "127.0.0.1:1301")
+}
