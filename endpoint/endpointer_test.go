@@ -3,6 +3,7 @@ package endpoint
 import (
 	"context"
 	"errors"
+	"github.com/gracekit/gracekit/internal/testutil"
 	"slices"
 	"strings"
 	"testing"
@@ -91,7 +92,7 @@ func TestEndpointerKeepsEndpointsOnDiscoveryErrors(t *testing.T) {
 func TestEndpointerInvalidatesAfterTheTimeoutWhenAsked(t *testing.T) {
 	e, src, fl := newTestEndpointer(t, []string{"a"}, InvalidateOnError(time.Millisecond))
 	src.Fail(errBoom)
-	waitFor(t, "the endpoints to be invalidated", func() bool {
+	testutil.WaitFor(t, "the endpoints to be invalidated", func() bool {
 		_, err := e.Endpoints()
 		return err != nil
 	})

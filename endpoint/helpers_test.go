@@ -191,16 +191,6 @@ func newClock() *clock                   { c := &clock{}; c.t.Store(1); return c
 func (c *clock) now() int64              { return c.t.Load() }
 func (c *clock) advance(d time.Duration) { c.t.Add(int64(d)) }
 func refused() error                     { return &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED} }
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
 
 // newTestEndpointer builds an Endpointer over a chanInstancer and a fleet and
 // closes it when the test ends.

@@ -3,6 +3,7 @@ package endpoint
 import (
 	"context"
 	"errors"
+	"github.com/gracekit/gracekit/internal/testutil"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -205,7 +206,7 @@ func TestAnInstanceShutDownMidLoadFailsNoCall(t *testing.T) {
 			<-halfway
 			if tt.graceful {
 				a.draining.Store(true)
-				waitFor(t, "the closing instance to leave rotation", func() bool {
+				testutil.WaitFor(t, "the closing instance to leave rotation", func() bool {
 					before := a.calls.Load()
 					for range 20 {
 						if _, err := ep(context.Background(), nil); err != nil {

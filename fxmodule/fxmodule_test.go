@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/gracekit/gracekit/fxmodule"
+	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/sd"
 	"github.com/gracekit/gracekit/shutdown"
 	"github.com/gracekit/gracekit/zktest"
@@ -26,31 +27,6 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const secret = "0123456789abcdef-shared-secret"
-
-// freePort returns a loopback port that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		<-tick.C
-	}
-}
 
 // get fetches url without keeping connections, and returns the status and body.
 func get(t *testing.T, url string) (int, string) {
@@ -64,21 +40,6 @@ func get(t *testing.T, url string) (int, string) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
-
-// zkConn is a plain ZooKeeper connection to look at nodes.
-func zkConn(t *testing.T, c *zktest.Cluster) *zk.Conn {
-	t.Helper()
-	conn, _, err := zk.Connect(c.Addrs(), 5*time.Second, zk.WithLogger(silent{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(conn.Close)
-	return conn
-}
-
-type silent struct{}
-
-func (silent) Printf(string, ...any) {}
 
 func exists(t *testing.T, conn *zk.Conn, path string) bool {
 	t.Helper()
@@ -110,7 +71,7 @@ func providerConfig(zkc *zktest.Cluster, id string, port int) fxmodule.Config {
 
 func TestDiscoveryRegistersServesAndStopsCleanly(t *testing.T) {
 	zkc := zktest.New(t)
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	cfg := providerConfig(zkc, "quote-1", port)
 	opts := fx.Options(
 		fx.Supply(cfg),
@@ -127,7 +88,7 @@ func TestDiscoveryRegistersServesAndStopsCleanly(t *testing.T) {
 		ins *fxmodule.Instancers
 	)
 	app := fxtest.New(t, opts, fx.Populate(&seq, &reg, &ins))
-	conn := zkConn(t, zkc)
+	conn := testutil.ZKConn(t, zkc.Addrs())
 	if exists(t, conn, "/services/quote/quote-1") {
 		t.Fatal("node exists before start")
 	}
@@ -152,7 +113,7 @@ func TestDiscoveryRegistersServesAndStopsCleanly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the instancer lists quote-1", func() bool {
+	testutil.WaitFor(t, "the instancer lists quote-1", func() bool {
 		l := in.Instances()
 		return len(l) == 1 && l[0].ID == "quote-1" && l[0].Port == port
 	})
@@ -180,7 +141,7 @@ func echo(instance string) (kitendpoint.Endpoint, io.Closer, error) {
 
 func TestProviderStopFlushesTheGateway(t *testing.T) {
 	zkc := zktest.New(t)
-	gwPort, pPort := freePort(t), freePort(t)
+	gwPort, pPort := testutil.FreePort(t), testutil.FreePort(t)
 
 	var (
 		call     kitendpoint.Endpoint
@@ -208,7 +169,7 @@ func TestProviderStopFlushesTheGateway(t *testing.T) {
 	gateway.RequireStart()
 	defer gateway.RequireStop()
 
-	conn := zkConn(t, zkc)
+	conn := testutil.ZKConn(t, zkc.Addrs())
 	data, _, err := conn.Get("/services/gateway/gateway-1")
 	if err != nil {
 		t.Fatal(err)
@@ -228,7 +189,7 @@ func TestProviderStopFlushesTheGateway(t *testing.T) {
 	provider.RequireStart()
 
 	want := net.JoinHostPort("127.0.0.1", strconv.Itoa(pPort))
-	waitFor(t, "the gateway routes to the provider", func() bool {
+	testutil.WaitFor(t, "the gateway routes to the provider", func() bool {
 		got, err := call(context.Background(), nil)
 		return err == nil && got == want
 	})
@@ -339,7 +300,7 @@ func TestStopTimeoutSetsTheBudgetToo(t *testing.T) {
 	zkc := zktest.New(t)
 	// 5 s cannot hold the default plan (14.4 s): the module must say so at
 	// start, which it can only if the option reached its Config.
-	app := fx.New(fx.NopLogger, fx.Supply(providerConfig(zkc, "quote-1", freePort(t))), fx.Provide(helloServer),
+	app := fx.New(fx.NopLogger, fx.Supply(providerConfig(zkc, "quote-1", testutil.FreePort(t))), fx.Provide(helloServer),
 		fxmodule.Discovery, fxmodule.StopTimeout(5*time.Second), fx.Invoke(func(*shutdown.Sequence) {}))
 	var ce *fxmodule.ConfigError
 	if err := app.Err(); !errors.As(err, &ce) || ce.Field != "StopTimeout" {

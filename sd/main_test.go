@@ -8,16 +8,16 @@ import (
 	"time"
 
 	kitsd "github.com/go-kit/kit/sd"
-	"github.com/go-zookeeper/zk"
 	"go.uber.org/goleak"
 
+	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/sd"
 	"github.com/gracekit/gracekit/zktest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-const waitLimit = 30 * time.Second
+const waitLimit = testutil.WaitLimit
 
 func newClient(t testing.TB, c *zktest.Cluster, opts ...sd.ClientOption) *sd.Client {
 	t.Helper()
@@ -82,29 +82,3 @@ func waitSet(t testing.TB, ch <-chan kitsd.Event, want ...string) kitsd.Event {
 		}
 	}
 }
-
-// waitFor polls cond until it holds.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, waitLimit)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func rawConn(t testing.TB, c *zktest.Cluster) *zk.Conn {
-	t.Helper()
-	conn, _, err := zk.Connect(c.Addrs(), 5*time.Second, zk.WithLogInfo(false), zk.WithLogger(silent{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(conn.Close)
-	return conn
-}
-
-type silent struct{}
-
-func (silent) Printf(string, ...any) {}

@@ -17,6 +17,7 @@ import (
 	kitsd "github.com/go-kit/kit/sd"
 	"github.com/go-zookeeper/zk"
 
+	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/sd"
 	"github.com/gracekit/gracekit/zktest"
 )
@@ -49,7 +50,7 @@ func TestRegisteredBytesHaveTheFixtureShape(t *testing.T) {
 	c := zktest.New(t)
 	cl := newClient(t, c)
 	r := register(t, cl, sd.Instance{Name: "quote-service", Address: "10.0.0.12", Port: 8081})
-	data, stat, err := rawConn(t, c).Get(r.Path())
+	data, stat, err := testutil.ZKConn(t, c.Addrs()).Get(r.Path())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func TestRegisteredBytesHaveTheFixtureShape(t *testing.T) {
 		t.Fatalf("read back %+v, %v", inst, err)
 	}
 	// Parents are containers, as Curator makes them.
-	_, pstat, err := rawConn(t, c).Get("/services/quote-service")
+	_, pstat, err := testutil.ZKConn(t, c.Addrs()).Get("/services/quote-service")
 	if err != nil || pstat.EphemeralOwner != 0 {
 		t.Fatalf("parent: %+v %v", pstat, err)
 	}
@@ -132,7 +133,7 @@ func TestThousandInstances(t *testing.T) {
 	if s := in.Stats(); s.BulkReads != n {
 		t.Fatalf("bulk read %d nodes, want %d", s.BulkReads, n)
 	}
-	waitFor(t, "a watch on every node", func() bool { return in.Stats().Fetches == n })
+	testutil.WaitFor(t, "a watch on every node", func() bool { return in.Stats().Fetches == n })
 	// One more: only the new node is read.
 	register(t, provider, instance("big", 20000))
 	waitSet(t, ch, append(want, "127.0.0.1:20000")...)
@@ -153,7 +154,7 @@ func TestStatusFlipHidesWithoutDeleting(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitSet(t, ch, "127.0.0.1:9002")
-	if ok, _, err := rawConn(t, c).Exists(r.Path()); err != nil || !ok {
+	if ok, _, err := testutil.ZKConn(t, c.Addrs()).Exists(r.Path()); err != nil || !ok {
 		t.Fatalf("the node was deleted: %v %v", ok, err)
 	}
 	if err := r.SetStatus(context.Background(), sd.StatusUp); err != nil {
@@ -179,25 +180,25 @@ func TestSessionExpiryRecreatesTheNodeOnce(t *testing.T) {
 	register(t, newClient(t, c), instance("exp", 7002))
 	in, ch := newInstancer(t, consumer, "exp")
 	waitSet(t, ch, "127.0.0.1:7001", "127.0.0.1:7002")
-	_, before, _ := rawConn(t, c).Get(r.Path())
+	_, before, _ := testutil.ZKConn(t, c.Addrs()).Get(r.Path())
 
 	old := provider.SessionID()
 	if err := rec.Expire(c.Servers[0].Addr(), old); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a new session", func() bool { s := provider.SessionID(); return s != 0 && s != old })
-	waitFor(t, "the node re-created in the new session", func() bool {
-		_, st, err := rawConn(t, c).Get(r.Path())
+	testutil.WaitFor(t, "a new session", func() bool { s := provider.SessionID(); return s != 0 && s != old })
+	testutil.WaitFor(t, "the node re-created in the new session", func() bool {
+		_, st, err := testutil.ZKConn(t, c.Addrs()).Get(r.Path())
 		return err == nil && st.EphemeralOwner == provider.SessionID() && st.Czxid > before.Czxid
 	})
 	waitSet(t, ch, "127.0.0.1:7001", "127.0.0.1:7002")
 	// Give a flapping registrar the chance to show itself.
-	_, settled, _ := rawConn(t, c).Get(r.Path())
-	waitFor(t, "another event round trip", func() bool {
-		_, err := rawConn(t, c).Sync("/services/exp")
+	_, settled, _ := testutil.ZKConn(t, c.Addrs()).Get(r.Path())
+	testutil.WaitFor(t, "another event round trip", func() bool {
+		_, err := testutil.ZKConn(t, c.Addrs()).Sync("/services/exp")
 		return err == nil
 	})
-	if _, st, _ := rawConn(t, c).Get(r.Path()); st.Czxid != settled.Czxid {
+	if _, st, _ := testutil.ZKConn(t, c.Addrs()).Get(r.Path()); st.Czxid != settled.Czxid {
 		t.Fatalf("node re-created again: czxid %d then %d", settled.Czxid, st.Czxid)
 	}
 	if n := reregistered.Load(); n != 1 {
@@ -220,7 +221,7 @@ func TestConsumerSessionExpiryRewatches(t *testing.T) {
 	if err := rec.Expire(c.Servers[0].Addr(), old); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a new consumer session", func() bool { s := consumer.SessionID(); return s != 0 && s != old })
+	testutil.WaitFor(t, "a new consumer session", func() bool { s := consumer.SessionID(); return s != 0 && s != old })
 	// Watches of the old session are gone: changes must still arrive.
 	register(t, provider, instance("cx", 6002))
 	waitSet(t, ch, "127.0.0.1:6001", "127.0.0.1:6002")
@@ -233,7 +234,7 @@ func TestEnsembleLeaderKillLosesNothing(t *testing.T) {
 	r := register(t, provider, instance("ha", 5001))
 	_, ch := newInstancer(t, consumer, "ha")
 	waitSet(t, ch, "127.0.0.1:5001")
-	_, before, err := rawConn(t, c).Get(r.Path())
+	_, before, err := testutil.ZKConn(t, c.Addrs()).Get(r.Path())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,10 +245,10 @@ func TestEnsembleLeaderKillLosesNothing(t *testing.T) {
 	if err := leader.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a new leader", func() bool { l, err := c.Leader(); return err == nil && l != leader })
+	testutil.WaitFor(t, "a new leader", func() bool { l, err := c.Leader(); return err == nil && l != leader })
 	register(t, provider, instance("ha", 5002))
 	waitSet(t, ch, "127.0.0.1:5001", "127.0.0.1:5002")
-	conn := rawConn(t, c)
+	conn := testutil.ZKConn(t, c.Addrs())
 	_, after, err := conn.Get(r.Path())
 	if err != nil || after.Czxid != before.Czxid {
 		t.Fatalf("the node was lost or re-created across the leader kill: %v (czxid %d -> %d)", err, before.Czxid, after.Czxid)
@@ -261,7 +262,7 @@ func TestWholeEnsembleDownKeepsLastSetAndRecovers(t *testing.T) {
 	r := register(t, provider, instance("dark", 4001))
 	in, ch := newInstancer(t, consumer, "dark")
 	waitSet(t, ch, "127.0.0.1:4001")
-	_, before, _ := rawConn(t, c).Get(r.Path())
+	_, before, _ := testutil.ZKConn(t, c.Addrs()).Get(r.Path())
 
 	if err := c.StopAll(); err != nil {
 		t.Fatal(err)
@@ -286,8 +287,8 @@ func TestWholeEnsembleDownKeepsLastSetAndRecovers(t *testing.T) {
 	waitSet(t, ch, "127.0.0.1:4001")
 	// ZooKeeper may resume the old session after a restart or expire it;
 	// either way the node must be there, owned by the provider's session.
-	waitFor(t, "the provider registered in a live session", func() bool {
-		_, st, err := rawConn(t, c).Get(r.Path())
+	testutil.WaitFor(t, "the provider registered in a live session", func() bool {
+		_, st, err := testutil.ZKConn(t, c.Addrs()).Get(r.Path())
 		return err == nil && st.EphemeralOwner == provider.SessionID()
 	})
 	t.Logf("session after the outage: new=%v", provider.SessionID() != before.EphemeralOwner)
@@ -307,8 +308,8 @@ func TestServicePathThatComesAndGoes(t *testing.T) {
 	}
 	waitSet(t, ch)
 	// The container node is reaped by the server once empty...
-	waitFor(t, "the empty service node reaped", func() bool {
-		ok, _, err := rawConn(t, c).Exists("/services/later")
+	testutil.WaitFor(t, "the empty service node reaped", func() bool {
+		ok, _, err := testutil.ZKConn(t, c.Addrs()).Exists("/services/later")
 		return err == nil && !ok
 	})
 	// ...and the instancer still sees the service come back.
@@ -320,7 +321,7 @@ func TestMalformedNodesAreSkippedAndCounted(t *testing.T) {
 	c := zktest.New(t)
 	provider, consumer := newClient(t, c), newClient(t, c)
 	register(t, provider, instance("mixed", 2001))
-	conn := rawConn(t, c)
+	conn := testutil.ZKConn(t, c.Addrs())
 	acl := zk.WorldACL(zk.PermAll)
 	for name, data := range map[string]string{
 		"junk":   "not json",
@@ -360,7 +361,7 @@ func TestEvictRacingALateWatchEvent(t *testing.T) {
 	if err := r.SetStatus(context.Background(), sd.StatusUp); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the data event handled", func() bool { return in.Stats().Fetches >= 3 })
+	testutil.WaitFor(t, "the data event handled", func() bool { return in.Stats().Fetches >= 3 })
 	if got := names(in.Instances()); !slices.Equal(got, []string{"ev-1002"}) {
 		t.Fatalf("after a late event: %v", got)
 	}
@@ -369,7 +370,7 @@ func TestEvictRacingALateWatchEvent(t *testing.T) {
 	if err := r.DeregisterContext(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the deletion seen", func() bool { return in.Stats().WatchEvents >= seen+2 })
+	testutil.WaitFor(t, "the deletion seen", func() bool { return in.Stats().WatchEvents >= seen+2 })
 	if err := r.RegisterContext(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -426,7 +427,7 @@ func TestIDHeldByAnotherSessionIsRefused(t *testing.T) {
 	if err := r.DeregisterContext(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if ok, _, _ := rawConn(t, c).Exists(r.Path()); !ok {
+	if ok, _, _ := testutil.ZKConn(t, c.Addrs()).Exists(r.Path()); !ok {
 		t.Fatal("another session's node was deleted")
 	}
 }
@@ -446,7 +447,7 @@ func TestChrootAndDigestAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Deregister()
-	other := rawConn(t, c)
+	other := testutil.ZKConn(t, c.Addrs())
 	full := "/tenant/a" + r.Path()
 	if _, _, err := other.Get(full); err != nil {
 		t.Fatalf("a stranger cannot read the node: %v", err)
@@ -459,7 +460,7 @@ func TestChrootAndDigestAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer in.Stop()
-	waitFor(t, "the chrooted instance seen", func() bool { return len(in.Instances()) == 1 })
+	testutil.WaitFor(t, "the chrooted instance seen", func() bool { return len(in.Instances()) == 1 })
 }
 
 // go-kit's Endpointer deregisters its channel and closes it at once; no
@@ -539,7 +540,7 @@ func TestProviderReregistersAfterItsSessionExpiredInAnOutage(t *testing.T) {
 	waitSet(t, ch)
 	part.Heal()
 	waitSet(t, ch, "127.0.0.1:4101")
-	_, st, err := rawConn(t, c).Get(r.Path())
+	_, st, err := testutil.ZKConn(t, c.Addrs()).Get(r.Path())
 	if err != nil || st.EphemeralOwner == oldSession || st.EphemeralOwner != provider.SessionID() {
 		t.Fatalf("node owner 0x%x (err %v); want the provider's new session 0x%x, not 0x%x", st.EphemeralOwner, err, provider.SessionID(), oldSession)
 	}

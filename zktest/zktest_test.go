@@ -9,6 +9,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	"go.uber.org/goleak"
 
+	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/zktest"
 )
 
@@ -20,7 +21,7 @@ func connect(t *testing.T, c *zktest.Cluster, rec *zktest.SessionRecorder) (*zk.
 	if rec != nil {
 		dial = rec.Dial
 	}
-	conn, ev, err := zk.Connect(c.Addrs(), 2*time.Second, zk.WithLogInfo(false), zk.WithLogger(zkSilent{}), zk.WithDialer(dial))
+	conn, ev, err := zk.Connect(c.Addrs(), 2*time.Second, zk.WithLogInfo(false), zk.WithLogger(testutil.Silent{}), zk.WithDialer(dial))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,10 +29,6 @@ func connect(t *testing.T, c *zktest.Cluster, rec *zktest.SessionRecorder) (*zk.
 	waitState(t, ev, zk.StateHasSession)
 	return conn, ev
 }
-
-type zkSilent struct{}
-
-func (zkSilent) Printf(string, ...any) {}
 
 func waitState(t *testing.T, ev <-chan zk.Event, want zk.State) {
 	t.Helper()
@@ -69,9 +66,7 @@ func TestStandaloneServesAndRestarts(t *testing.T) {
 	if err := c.Restart(c.Servers[0]); err != nil {
 		t.Fatal(err)
 	}
-	if err := waitFor(func() bool { d, _, err := conn.Get("/a"); return err == nil && string(d) == "x" }); err != nil {
-		t.Fatal("data written before the restart is gone")
-	}
+	testutil.WaitFor(t, "data written before the restart read back", func() bool { d, _, err := conn.Get("/a"); return err == nil && string(d) == "x" })
 }
 
 func TestExpireSessionEndsItForTheClient(t *testing.T) {
@@ -105,12 +100,8 @@ func TestEnsembleSurvivesLeaderKill(t *testing.T) {
 	if err := leader.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	if err := waitFor(func() bool { l, err := c.Leader(); return err == nil && l != leader }); err != nil {
-		t.Fatal("no new leader after the old one was killed")
-	}
-	if err := waitFor(func() bool { ok, _, err := conn.Exists("/k"); return err == nil && ok }); err != nil {
-		t.Fatal("node lost after leader kill")
-	}
+	testutil.WaitFor(t, "a new leader after the old one was killed", func() bool { l, err := c.Leader(); return err == nil && l != leader })
+	testutil.WaitFor(t, "the node read after the leader kill", func() bool { ok, _, err := conn.Exists("/k"); return err == nil && ok })
 	if err := c.Restart(leader); err != nil {
 		t.Fatal(err)
 	}
@@ -134,27 +125,10 @@ func TestBadOptionsAreRejected(t *testing.T) {
 	}
 }
 
-func waitFor(cond func() bool) error {
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return errTimeout
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return nil
-}
-
-var errTimeout = &timeoutError{}
-
-type timeoutError struct{}
-
-func (*timeoutError) Error() string { return "condition not met within 20s" }
-
 func TestPartitionCutsAndHeals(t *testing.T) {
 	c := zktest.New(t)
 	part := zktest.NewPartition()
-	conn, ev, err := zk.Connect(c.Addrs(), 2*time.Second, zk.WithLogInfo(false), zk.WithLogger(zkSilent{}), zk.WithDialer(part.Dial))
+	conn, ev, err := zk.Connect(c.Addrs(), 2*time.Second, zk.WithLogInfo(false), zk.WithLogger(testutil.Silent{}), zk.WithDialer(part.Dial))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,56 @@
+// Package testutil holds the helpers this repository's tests share.
+package testutil
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// WaitLimit bounds every wait: generous, since CI machines are shared.
+const WaitLimit = 30 * time.Second
+
+// WaitFor polls cond until it holds, failing the test after WaitLimit.
+func WaitFor(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(WaitLimit)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("%s: not within %v", what, WaitLimit)
+		}
+		<-tick.C
+	}
+}
+
+// ZKConn is a plain, silent ZooKeeper connection for looking at nodes,
+// closed when the test ends.
+func ZKConn(tb testing.TB, addrs []string) *zk.Conn {
+	tb.Helper()
+	conn, _, err := zk.Connect(addrs, 5*time.Second, zk.WithLogInfo(false), zk.WithLogger(Silent{}))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(conn.Close)
+	return conn
+}
+
+// Silent is a go-zookeeper logger that prints nothing.
+type Silent struct{}
+
+// Printf discards its arguments.
+func (Silent) Printf(string, ...any) {}
+
+// FreePort returns a loopback port that was free a moment ago.
+func FreePort(tb testing.TB) int {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
