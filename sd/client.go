@@ -241,7 +241,7 @@ func NewClient(connect string, opts ...ClientOption) (*Client, error) {
 			if ev.State == zk.StateHasSession {
 				readyOnce.Do(func() { close(ready) })
 			}
-			c.dispatch(SessionEvent{State: ev.State, SessionID: c.sessionID(), Server: ev.Server, Time: time.Now()})
+			c.dispatch(SessionEvent{State: ev.State, SessionID: c.SessionID(), Server: ev.Server, Time: time.Now()})
 		}))
 	if err != nil {
 		return nil, fmt.Errorf("sd: connect %v: %w", servers, err)
@@ -280,16 +280,14 @@ func NewClient(connect string, opts ...ClientOption) (*Client, error) {
 	return c, nil
 }
 
-func (c *Client) sessionID() int64 {
+// SessionID is the current session's id (0 while there is none).
+func (c *Client) SessionID() int64 {
 	conn := c.connp.Load() // the event callback may run before NewClient stored c.conn
 	if conn == nil {
 		return 0
 	}
 	return conn.SessionID()
 }
-
-// SessionID is the current session's id (0 while there is none).
-func (c *Client) SessionID() int64 { return c.sessionID() }
 
 // SessionTimeout is the session timeout the client asked for.
 func (c *Client) SessionTimeout() time.Duration { return c.opts.sessionTimeout }

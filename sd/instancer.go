@@ -157,9 +157,10 @@ type Instancer struct {
 }
 
 type entry struct {
-	inst  Instance
-	ok    bool  // decoded; a malformed node is kept out of the set
-	czxid int64 // of the node read, malformed or not
+	inst    Instance
+	ok      bool  // decoded; a malformed node is kept out of the set
+	czxid   int64 // of the node read, malformed or not
+	version int32 // data version read
 }
 
 type tomb struct {
@@ -688,6 +689,14 @@ func (in *Instancer) fetch(w *changes) error {
 	for n := range w.data {
 		names = append(names, n)
 	}
+	// What is already read (by a bulk load, typically) is not decoded again
+	// when the node has not changed since: the read only arms its watch.
+	known := make([]*entry, len(names))
+	in.mu.Lock()
+	for i, n := range names {
+		known[i] = in.entries[n]
+	}
+	in.mu.Unlock()
 	results := make([]fetched, len(names))
 	workers := min(in.opts.concurrency, len(names))
 	var next atomic.Int64
@@ -706,7 +715,11 @@ func (in *Instancer) fetch(w *changes) error {
 				var data []byte
 				var stat *zk.Stat
 				data, stat, r.ch, r.err = in.c.conn.GetW(path.Join(in.dir, names[i]))
-				if r.err == nil {
+				switch {
+				case r.err != nil:
+				case known[i] != nil && known[i].czxid == stat.Czxid && known[i].version == stat.Version:
+					r.entry = known[i]
+				default:
 					r.entry = in.decode(names[i], data, stat) // decode while others wait on the network
 				}
 			}
@@ -750,11 +763,11 @@ func (in *Instancer) decode(name string, data []byte, stat *zk.Stat) *entry {
 			in.opts.metrics.Malformed.Add(1)
 		}
 		in.logger.Warn("skipping malformed node", "path", path.Join(in.dir, name), "err", err)
-		return &entry{czxid: stat.Czxid}
+		return &entry{czxid: stat.Czxid, version: stat.Version}
 	}
 	inst.Path = path.Join(in.dir, name)
 	inst.Czxid, inst.Version, inst.EphemeralOwner = stat.Czxid, stat.Version, stat.EphemeralOwner
-	return &entry{inst: inst, ok: true, czxid: stat.Czxid}
+	return &entry{inst: inst, ok: true, czxid: stat.Czxid, version: stat.Version}
 }
 
 // publishLocked computes the set and, when it or the error changed, hands

@@ -239,6 +239,7 @@ func (r *Registrar) RegisterContext(ctx context.Context) error {
 	if err := r.c.ensurePath(ctx, path.Dir(r.path), true); err != nil {
 		return err
 	}
+	var watch <-chan zk.Event // armed once, re-armed only after it fired
 	for {
 		err := r.ensure(ctx)
 		if err == nil {
@@ -249,16 +250,19 @@ func (r *Registrar) RegisterContext(ctx context.Context) error {
 			return err
 		}
 		// Wait for the holder's node to go (or the connection to return).
-		_, _, ch, werr := r.c.conn.ExistsW(r.c.full(r.path))
-		if werr != nil {
-			ch = nil
+		if watch == nil {
+			if _, _, ch, werr := r.c.conn.ExistsW(r.c.full(r.path)); werr == nil {
+				watch = ch
+			}
 		}
+		ch := watch
 		t := time.NewTimer(250 * time.Millisecond)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return fmt.Errorf("sd: register %s: %w (%w)", r.path, err, ctx.Err())
 		case <-ch:
+			watch = nil
 		case <-t.C:
 		}
 		t.Stop()
@@ -394,10 +398,16 @@ func (r *Registrar) keep(stop, done chan struct{}) {
 		}
 		cancel()
 	}()
+	var watch <-chan zk.Event // re-armed only after it fired: watchers do not pile up
 	for {
 		// Arm a watch on our node, then make sure it exists.
-		_, _, watch, werr := r.c.conn.ExistsW(r.c.full(r.path))
-		err := werr
+		var err error
+		if watch == nil {
+			var ch <-chan zk.Event
+			if _, _, ch, err = r.c.conn.ExistsW(r.c.full(r.path)); err == nil {
+				watch = ch
+			}
+		}
 		if err == nil {
 			err = r.ensure(ctx)
 		}
@@ -418,6 +428,7 @@ func (r *Registrar) keep(stop, done chan struct{}) {
 		case <-ctx.Done():
 			return
 		case <-watch:
+			watch = nil
 		case <-r.kick:
 		case <-wait:
 		}
