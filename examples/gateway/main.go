@@ -118,7 +118,7 @@ func runGraceful(cfg fxmodule.Config, upstream string, loopbackOnly bool, m *met
 			l.UseLogLevel(slog.LevelDebug)
 			return l
 		}),
-		fx.StopTimeout(stopTimeout),
+		fxmodule.StopTimeout(stopTimeout), // fx's stop timeout and the module's budget at once
 		fx.Supply(cfg, log),
 		fx.Provide(func(u *fxmodule.Upstreams) (*http.Server, error) {
 			var calls []kitendpoint.Endpoint

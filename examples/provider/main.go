@@ -98,7 +98,7 @@ func run(mode string) error {
 			l.UseLogLevel(slog.LevelDebug) // fx's wiring chatter stays below Info
 			return l
 		}),
-		fx.StopTimeout(stopTimeout),
+		fxmodule.StopTimeout(stopTimeout), // fx's stop timeout and the module's budget at once
 		fx.Supply(cfg, log),
 		fx.Provide(func(reg *sd.Registrar) *http.Server {
 			// The registered id: cfg.InstanceID is empty when fxmodule
