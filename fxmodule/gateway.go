@@ -193,7 +193,7 @@ func (u *Upstreams) evict(ctx context.Context, up *upstream, inst shutdown.Insta
 	// for this service from missing one.
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if err := shutdown.DiscoveryEvicter(up.instancer, false, up.endpointers...).Evict(ctx, inst); err != nil {
+	if err := shutdown.DiscoveryEvicter(up.instancer, up.endpointers...).Evict(ctx, inst); err != nil {
 		return err
 	}
 	u.log.Info("flush: evicted", "service", inst.Service, "instance", inst.ID, "address", inst.Address, "port", inst.Port)

@@ -826,6 +826,10 @@ func (in *Instancer) publishLocked(err error) {
 	in.bump()
 }
 
+// Published is the string the Instancer publishes for inst: "host:port",
+// or its URI with PublishURIs. Endpointers know instances by it.
+func (in *Instancer) Published(inst Instance) string { return in.render(inst) }
+
 func (in *Instancer) render(inst Instance) string {
 	if in.opts.uris {
 		return inst.URI()

@@ -14,8 +14,8 @@ import (
 // keeps it out until ZooKeeper shows it gone or re-created), and every
 // endpointer over that Instancer stops picking it before Evict returns.
 // Endpointers are told the instance as the Instancer publishes it
-// ("host:port", or the URI with sd.PublishURIs).
-func DiscoveryEvicter(in *sd.Instancer, uris bool, eps ...*endpoint.Endpointer) Evicter {
+// (sd.Instancer.Published), and as the request names it.
+func DiscoveryEvicter(in *sd.Instancer, eps ...*endpoint.Endpointer) Evicter {
 	return EvicterFunc(func(ctx context.Context, inst Instance) error {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -23,11 +23,7 @@ func DiscoveryEvicter(in *sd.Instancer, uris bool, eps ...*endpoint.Endpointer) 
 		// The request's address, and ZooKeeper's record of it if that differs.
 		names := []string{net.JoinHostPort(inst.Address, strconv.Itoa(inst.Port))}
 		if known, ok := in.Evict(inst.ID); ok {
-			name := known.HostPort()
-			if uris {
-				name = known.URI()
-			}
-			if name != names[0] {
+			if name := in.Published(known); name != names[0] {
 				names = append(names, name)
 			}
 		}

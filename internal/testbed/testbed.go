@@ -161,7 +161,7 @@ func StartGateway(connect, service string) (g *Gateway, err error) {
 	if g.Call, err = endpoint.NewRetry(rr, endpoint.Attempts(3)); err != nil {
 		return nil, err
 	}
-	evict := shutdown.DiscoveryEvicter(g.Instancer, false, g.Endpointer)
+	evict := shutdown.DiscoveryEvicter(g.Instancer, g.Endpointer)
 	h, err := shutdown.NewHandler(Secret, func(s string) (shutdown.Evicter, bool) {
 		if s != service {
 			return nil, false
