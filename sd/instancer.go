@@ -136,6 +136,7 @@ type Instancer struct {
 	wg     sync.WaitGroup
 	unsub  func()
 	first  chan struct{} // closed at the first publish
+	loaded chan struct{} // closed once a set was read from ZooKeeper without error
 	notify chan struct{} // wakes the dispatcher
 
 	mu        sync.Mutex
@@ -206,7 +207,24 @@ func (ch *changes) merge(o changes) {
 // NewInstancer starts watching service under the base path and returns
 // once the first set is published or the session timeout passed; it keeps
 // trying in the background either way.
+//
+// NewInstancer returns no error when the first load fails: check Err, or
+// use NewInstancerContext.
 func NewInstancer(c *Client, service string, opts ...InstancerOption) (*Instancer, error) {
+	in, err := newInstancer(c, service, opts)
+	if err != nil {
+		return nil, err
+	}
+	t := time.NewTimer(c.SessionTimeout())
+	defer t.Stop()
+	select {
+	case <-in.first:
+	case <-t.C:
+	}
+	return in, nil
+}
+
+func newInstancer(c *Client, service string, opts []InstancerOption) (*Instancer, error) {
 	o := instancerOptions{
 		basePath: DefaultBasePath, codec: CuratorCodec{}, logger: slog.New(slog.DiscardHandler),
 		concurrency: DefaultFetchConcurrency, tombTTL: DefaultTombstoneTTL,
@@ -228,6 +246,7 @@ func NewInstancer(c *Client, service string, opts ...InstancerOption) (*Instance
 		entries: map[string]*entry{}, tombs: map[string]tomb{},
 		subs:    map[chan<- kitsd.Event]*subscriber{},
 		first:   make(chan struct{}),
+		loaded:  make(chan struct{}),
 		notify:  make(chan struct{}, 1),
 		wake:    make(chan struct{}, 1),
 		pending: changes{full: true},
@@ -239,13 +258,54 @@ func NewInstancer(c *Client, service string, opts ...InstancerOption) (*Instance
 	go in.run()
 	go in.dispatch()
 	in.poke()
-	t := time.NewTimer(c.SessionTimeout())
-	defer t.Stop()
-	select {
-	case <-in.first:
-	case <-t.C:
-	}
 	return in, nil
+}
+
+// NewInstancerContext is NewInstancer that waits until the service was
+// read from ZooKeeper without error, or ctx ends. Then it stops the
+// Instancer and returns the last read error (a missing service node is not
+// an error: it is an empty service), so that a failed first load is not
+// mistaken for an empty, healthy service.
+func NewInstancerContext(ctx context.Context, c *Client, service string, opts ...InstancerOption) (*Instancer, error) {
+	in, err := newInstancer(c, service, opts)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-in.loaded:
+		return in, nil
+	case <-ctx.Done():
+	}
+	err = in.Err()
+	in.Stop()
+	if err == nil || errors.Is(err, ErrNotLoaded) {
+		err = ctx.Err()
+	}
+	return nil, fmt.Errorf("sd: first load of service %q from %s: %w", service, in.dir, err)
+}
+
+// ErrNotLoaded is Instancer.Err before the service was first read.
+var ErrNotLoaded = errors.New("sd: service not read from ZooKeeper yet")
+
+// Err is the error on the set the Instancer publishes now: nil when it
+// is what ZooKeeper holds, ErrNotLoaded before the first read completed,
+// ErrDisconnected or a read error while the set may be stale. NewInstancer
+// returns after the session timeout even when the first load failed; Err
+// tells an empty service from one that could not be read.
+func (in *Instancer) Err() error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if !in.firstDone {
+		return ErrNotLoaded
+	}
+	if in.pubErr == nil {
+		select {
+		case <-in.loaded:
+		default:
+			return ErrNotLoaded
+		}
+	}
+	return in.pubErr
 }
 
 // Register implements sd.Instancer: once the first load is done, ch
@@ -343,15 +403,57 @@ func (in *Instancer) Stats() InstancerStats {
 	}
 }
 
+// EvictResult says what EvictRegistration did.
+type EvictResult int
+
+// EvictRegistration results.
+const (
+	// Evicted: the registration left the published set.
+	Evicted EvictResult = iota
+	// NotListed: the Instancer lists no instance with that id; nothing changed.
+	NotListed
+	// OtherRegistration: the id is listed, but by another registration
+	// (another creation zxid, typically a restart); nothing changed.
+	OtherRegistration
+)
+
+func (r EvictResult) String() string {
+	switch r {
+	case Evicted:
+		return "evicted"
+	case NotListed:
+		return "not listed"
+	case OtherRegistration:
+		return "other registration"
+	}
+	return fmt.Sprintf("EvictResult(%d)", int(r))
+}
+
 // Evict removes the instance with this id from the published set at once
+// and returns it, whatever its registration; see EvictRegistration. It
+// returns false for an id the Instancer does not list.
+func (in *Instancer) Evict(id string) (Instance, bool) {
+	inst, res := in.EvictRegistration(id, 0)
+	return inst, res == Evicted
+}
+
+// EvictRegistration removes the instance with this id from the published
+// set at once, if czxid is the creation zxid of its node (0 matches any),
 // and returns it. A tombstone keeps it out until ZooKeeper shows its node
 // gone, or re-created with a newer creation zxid (or the tombstone TTL
-// passes). It returns false for an id the Instancer does not know.
-func (in *Instancer) Evict(id string) (Instance, bool) {
+// passes). An id the Instancer does not list, or lists from another
+// registration, changes nothing: an eviction can only ever end the
+// registration it names.
+func (in *Instancer) EvictRegistration(id string, czxid int64) (Instance, EvictResult) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	res := NotListed
 	for _, e := range in.entries {
-		if e.inst.ID != id {
+		if !e.ok || e.inst.ID != id {
+			continue
+		}
+		if czxid != 0 && e.inst.Czxid != czxid {
+			res = OtherRegistration
 			continue
 		}
 		in.tombs[id] = tomb{czxid: e.inst.Czxid, until: time.Now().Add(in.opts.tombTTL)}
@@ -361,9 +463,9 @@ func (in *Instancer) Evict(id string) (Instance, bool) {
 		in.logger.Info("evicted", "instance", id, "czxid", e.inst.Czxid)
 		in.publishLocked(nil)
 		in.armTombTimerLocked()
-		return e.inst.clone(), true
+		return e.inst.clone(), Evicted
 	}
-	return Instance{}, false
+	return Instance{}, res
 }
 
 // armTombTimerLocked sets the timer that lifts the earliest tombstone when
@@ -575,8 +677,18 @@ func (in *Instancer) apply(w *changes) error {
 	}
 	in.mu.Lock()
 	in.publishLocked(nil)
+	in.markLoadedLocked()
 	in.mu.Unlock()
 	return nil
+}
+
+// markLoadedLocked records that the published set was read from ZooKeeper.
+func (in *Instancer) markLoadedLocked() {
+	select {
+	case <-in.loaded:
+	default:
+		close(in.loaded)
+	}
 }
 
 // list reads the children and arms the children watch (or, when the

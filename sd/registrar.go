@@ -143,6 +143,7 @@ type Registrar struct {
 	inst       Instance // current content, status included
 	registered bool     // between a successful Register and Deregister
 	czxid      int64    // of the node we created, 0 if none
+	lastCzxid  int64    // of the last node we held, kept after Deregister
 	session    int64    // the session that created it
 
 	runMu  sync.Mutex // serializes start/stop of the keeper goroutine
@@ -191,6 +192,15 @@ func NewRegistrar(c *Client, inst Instance, opts ...RegistrarOption) (*Registrar
 	}
 	r.logger = o.logger.With("component", "sd.registrar", "path", r.path, "instance", inst.ID)
 	return r, nil
+}
+
+// Czxid is the creation zxid of the node of the latest registration, kept
+// after DeregisterContext so that the stop can name the registration it
+// ends (flush requests are bound to it); 0 before the first registration.
+func (r *Registrar) Czxid() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lastCzxid
 }
 
 // Path is the instance's node path (inside the client's chroot).
@@ -298,7 +308,7 @@ func (r *Registrar) ensure(ctx context.Context) error {
 	switch {
 	case err == nil && stat.EphemeralOwner == session && session != 0:
 		r.mu.Lock()
-		r.czxid, r.session = stat.Czxid, session
+		r.czxid, r.session, r.lastCzxid = stat.Czxid, session, stat.Czxid
 		r.mu.Unlock()
 		return nil
 	case err == nil:
