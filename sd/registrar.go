@@ -341,7 +341,7 @@ func (r *Registrar) ensure(ctx context.Context) error {
 		return fmt.Errorf("sd: read %s: %w", r.path, err)
 	}
 	r.mu.Lock()
-	r.czxid, r.session = stat.Czxid, session
+	r.czxid, r.session, r.lastCzxid = stat.Czxid, session, stat.Czxid
 	r.mu.Unlock()
 	kind := EventRegistered
 	if before != 0 {
