@@ -53,8 +53,9 @@ type Endpointer struct {
 
 	mu         sync.Mutex // guards below and snapshot publication
 	current    map[string]*instance
-	tombstones map[string]struct{}
-	listed     []string // the Instancer's latest set, sorted
+	tombstones map[string]time.Time // evicted instance → end of its hold
+	tombTimer  *time.Timer          // ends the earliest hold
+	listed     []string             // the Instancer's latest set, sorted
 	closed     bool
 
 	ejectMu sync.Mutex // serializes ejection decisions
@@ -91,7 +92,7 @@ func NewEndpointer(src kitsd.Instancer, f kitsd.Factory, opts ...Option) (*Endpo
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
 		current:    map[string]*instance{},
-		tombstones: map[string]struct{}{},
+		tombstones: map[string]time.Time{},
 	}
 	e.snap.Store(&snapshot{})
 	go e.loop()
@@ -166,10 +167,12 @@ func (e *Endpointer) Instances() []string {
 // Evict removes instance (the string the Instancer publishes) now: when Evict
 // returns, no balancer over this Endpointer picks it. Calls in flight on it
 // finish before its io.Closer runs. It stays out, even if the Instancer still
-// lists it, until an Instancer update no longer lists it; after that it may
-// come back. An instance the Instancer's latest set does not list is already
-// out and leaves no tombstone: no later update would lift it, and a provider
-// restarting on the same address must come back.
+// lists it, until an Instancer update no longer lists it, or for the
+// [EvictionHold] at most; after either it may come back. An instance the
+// Instancer's latest set does not list is already out and leaves no
+// tombstone: no later update would lift it, and a provider restarting on the
+// same address must come back. Evicting an evicted instance again does not
+// extend its hold.
 func (e *Endpointer) Evict(instance string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -179,7 +182,10 @@ func (e *Endpointer) Evict(instance string) {
 	if _, listed := slices.BinarySearch(e.listed, instance); !listed {
 		return
 	}
-	e.tombstones[instance] = struct{}{}
+	if _, dead := e.tombstones[instance]; !dead {
+		e.tombstones[instance] = time.Now().Add(e.opts.evictionHold)
+		e.armTombTimerLocked()
+	}
 	if in, ok := e.current[instance]; ok {
 		delete(e.current, instance)
 		e.publish(e.snap.Load().err)
@@ -200,6 +206,9 @@ func (e *Endpointer) Close() error {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		e.closed = true
+		if e.tombTimer != nil {
+			e.tombTimer.Stop()
+		}
 		old := e.current
 		e.current = map[string]*instance{}
 		e.publish(ErrClosed)
@@ -222,11 +231,13 @@ func (e *Endpointer) update(listed []string) {
 		return
 	}
 	e.listed = names
-	for name := range e.tombstones {
-		if _, found := slices.BinarySearch(names, name); !found {
+	now := time.Now()
+	for name, until := range e.tombstones {
+		if _, found := slices.BinarySearch(names, name); !found || !now.Before(until) {
 			delete(e.tombstones, name)
 		}
 	}
+	e.armTombTimerLocked()
 	next := make(map[string]*instance, len(names))
 	for _, name := range names {
 		if _, dead := e.tombstones[name]; dead {
@@ -253,6 +264,71 @@ func (e *Endpointer) update(listed []string) {
 	e.publish(nil)
 	for _, in := range old {
 		in.remove()
+	}
+}
+
+// armTombTimerLocked sets the timer that ends the earliest eviction hold,
+// so that an evicted instance discovery still lists comes back without
+// waiting for an unrelated update; e.mu must be held.
+func (e *Endpointer) armTombTimerLocked() {
+	var next time.Time
+	for _, until := range e.tombstones {
+		if next.IsZero() || until.Before(next) {
+			next = until
+		}
+	}
+	switch {
+	case next.IsZero():
+		if e.tombTimer != nil {
+			e.tombTimer.Stop()
+		}
+	case e.tombTimer == nil:
+		e.tombTimer = time.AfterFunc(time.Until(next), e.endHolds)
+	default:
+		e.tombTimer.Reset(time.Until(next))
+	}
+}
+
+// endHolds brings back the evicted instances whose hold ended and that
+// discovery still lists, unless the set was invalidated or closed.
+func (e *Endpointer) endHolds() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return
+	}
+	now := time.Now()
+	var back []string
+	for name, until := range e.tombstones {
+		if !now.Before(until) {
+			delete(e.tombstones, name)
+			back = append(back, name)
+		}
+	}
+	e.armTombTimerLocked()
+	err := e.snap.Load().err
+	if len(back) == 0 || err != nil {
+		return // an invalidated set comes back with the next good update
+	}
+	added := false
+	for _, name := range back {
+		if _, listed := slices.BinarySearch(e.listed, name); !listed {
+			continue
+		}
+		if _, ok := e.current[name]; ok {
+			continue
+		}
+		ep, closer, ferr := e.factory(name)
+		if ferr != nil || ep == nil {
+			e.opts.logger.Warn("factory failed", "instance", name, "err", ferr)
+			continue
+		}
+		e.current[name] = newInstance(e, name, ep, closer)
+		added = true
+		e.opts.logger.Info("eviction hold ended; instance back", "instance", name)
+	}
+	if added {
+		e.publish(nil)
 	}
 }
 

@@ -24,6 +24,9 @@ const (
 	// DefaultClosingHold is how long an instance that sent the closing signal
 	// stays unpicked if discovery keeps listing it.
 	DefaultClosingHold = time.Minute
+	// DefaultEvictionHold is how long an evicted instance stays out at most
+	// if discovery keeps listing it.
+	DefaultEvictionHold = 30 * time.Second
 )
 
 // Option configures [NewEndpointer].
@@ -45,6 +48,7 @@ type options struct {
 	maxCoolOff        time.Duration
 	maxEjectedShare   float64
 	closingHold       time.Duration
+	evictionHold      time.Duration
 	ejections         metrics.Counter
 	now               func() int64 // tests only
 }
@@ -58,6 +62,7 @@ func defaultOptions() options {
 		maxCoolOff:      DefaultMaxCoolOff,
 		maxEjectedShare: DefaultMaxEjectedShare,
 		closingHold:     DefaultClosingHold,
+		evictionHold:    DefaultEvictionHold,
 	}
 }
 
@@ -151,6 +156,20 @@ func ClosingHold(d time.Duration) Option {
 			return fmt.Errorf("endpoint: closing hold %v is not positive (minimum is 1ns)", d)
 		}
 		o.closingHold = d
+		return nil
+	})
+}
+
+// EvictionHold sets how long an instance removed by [Endpointer.Evict]
+// stays out at most while discovery still lists it (default
+// [DefaultEvictionHold]); it comes back earlier once discovery stops listing
+// it and lists it again. It must be positive.
+func EvictionHold(d time.Duration) Option {
+	return optionFunc(func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("endpoint: eviction hold %v is not positive (minimum is 1ns)", d)
+		}
+		o.evictionHold = d
 		return nil
 	})
 }

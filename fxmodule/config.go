@@ -45,6 +45,7 @@ const (
 	EnvSpringFlushTargets = "GRACEKIT_SPRING_FLUSH_TARGETS"
 	EnvFlushGateways      = "GRACEKIT_FLUSH_GATEWAYS"
 	EnvFlushPath          = "GRACEKIT_FLUSH_PATH"
+	EnvFlushAudiences     = "GRACEKIT_FLUSH_AUDIENCES"
 	EnvQuietWindow        = "GRACEKIT_QUIET_WINDOW"
 	EnvMaxQuiesce         = "GRACEKIT_MAX_QUIESCE"
 	EnvDrainTimeout       = "GRACEKIT_DRAIN_TIMEOUT"
@@ -94,6 +95,12 @@ type Config struct {
 	// FlushPath is where Gateway serves its flush handler; empty is
 	// DefaultFlushPath. Discovery ignores it.
 	FlushPath string
+	// FlushAudiences are the other URLs providers reach Gateway's flush
+	// handler at, such as a load balancer's, as their FlushTargets name
+	// it. A signed flush names the URL it was sent to, and the handler
+	// accepts only http://Address:Port followed by FlushPath (what
+	// FlushGateways discovers) and these. Discovery ignores it.
+	FlushAudiences []string
 
 	// QuietWindow, MaxQuiesce and DrainTimeout bound the stop sequence's
 	// quiesce and drain; zero takes shutdown's defaults.
@@ -158,6 +165,7 @@ func configFromLookup(lookup func(string) (string, bool)) (Config, error) {
 		SpringFlushTargets: list(get(EnvSpringFlushTargets)),
 		FlushGateways:      list(get(EnvFlushGateways)),
 		FlushPath:          get(EnvFlushPath),
+		FlushAudiences:     list(get(EnvFlushAudiences)),
 	}
 	if v := get(EnvPort); v != "" {
 		p, err := strconv.Atoi(v)

@@ -22,6 +22,7 @@ import (
 //   - *sd.Client: the ZooKeeper session;
 //   - *sd.Registrar: this instance's registration;
 //   - *Instancers: sd.Instancers for other services over the same session;
+//     a service whose first load fails is an error, not an empty service;
 //   - *shutdown.Readiness and *shutdown.Tracker;
 //   - *shutdown.Sequence: the start and stop sequence, whose Report tells
 //     how the stop went.
@@ -30,17 +31,24 @@ import (
 // built, without an fx.Invoke from the user. OnStart wraps the server's
 // Handler (nil is http.DefaultServeMux) so that /readyz and /livez are answered and every
 // other request goes through the Tracker, then listens on Config.Port,
-// serves, registers and turns ready. OnStop runs the whole stop sequence:
-// unready, out of service, deregister, flush the gateways, quiesce, drain,
-// close the ZooKeeper session; it respects its ctx, except that it still
-// deregisters, closes the server and closes the session after the ctx
-// expired, each within its own bound. A second hook, appended when the
-// session is made and so run after the first, closes the session when the
-// app stops after a failed start. If building the app fails after the
-// session was made (an fx.Invoke returning an error, say), fx runs no stop
-// hook and the session lives until the process exits, which is what a
-// failed fx.New leads to anyway; configuration errors are found before
-// connecting.
+// serves, registers and turns ready; each start step ends a margin before
+// fx's start deadline, so that an error such as a *sd.ConflictError (the
+// instance id is held by another live session) is what Start returns, not
+// fx's deadline error. OnStop runs the whole stop sequence: unready, out of
+// service, deregister, flush the gateways, quiesce, drain, close the
+// ZooKeeper session. fx abandons OnStop at its stop deadline, so the
+// sequence takes every step's bound from that deadline (see
+// shutdown.Sequence.Stop): the unready, deregister, drain and session
+// close steps always run and finish before it, sharing the time in
+// proportion to their timeouts when fx's stop timeout is shorter than the
+// sequence's bounds (then the out-of-service, flush and quiesce steps are
+// cut short or skipped, and the hook logs a warning). A second hook,
+// appended when the session is made and so run after the first, closes the
+// session when the app stops after a failed start. If building the app
+// fails after the session was made (an fx.Invoke returning an error, say),
+// fx runs no stop hook and the session lives until the process exits,
+// which is what a failed fx.New leads to anyway; configuration errors are
+// found before connecting.
 //
 // An optional *slog.Logger in the container receives the lifecycle events
 // (step, phase, duration, err) and the logs of sd and shutdown; without one
@@ -181,11 +189,25 @@ func newInstancers(sess *session, s *settings, lp loggerParams) *Instancers {
 	return in
 }
 
-// Instancer returns the Instancer of service, starting it on first use:
-// the first call waits for the first set or the session timeout, as
-// sd.NewInstancer does, without holding up calls for other services. It
-// returns sd.ErrClosed after the session closed.
+// Instancer is InstancerContext bounded by the session timeout.
 func (in *Instancers) Instancer(service string) (*sd.Instancer, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), in.sess.client.SessionTimeout())
+	defer cancel()
+	return in.InstancerContext(ctx, service)
+}
+
+// InstancerContext returns the Instancer of service, starting it on first
+// use, without holding up calls for other services. The first call waits
+// until the service was read from ZooKeeper without error, as
+// sd.NewInstancerContext does; when ctx ends first it returns the read's
+// error (sd.ErrDisconnected, zk.ErrNoAuth...), or ctx's error, and keeps no
+// Instancer, so that a later call tries again: a service that could not be
+// read never looks like an empty, healthy one. A missing service node is
+// not an error: it is a service without instances. Calls that arrive
+// while the first one waits get its result. Once returned, an Instancer
+// reports later read errors through its Err method and its events. It
+// returns sd.ErrClosed after the session closed.
+func (in *Instancers) InstancerContext(ctx context.Context, service string) (*sd.Instancer, error) {
 	in.mu.Lock()
 	if in.m == nil {
 		in.mu.Unlock()
@@ -193,14 +215,18 @@ func (in *Instancers) Instancer(service string) (*sd.Instancer, error) {
 	}
 	if e, ok := in.m[service]; ok {
 		in.mu.Unlock()
-		<-e.ready
-		return e.in, e.err
+		select {
+		case <-e.ready:
+			return e.in, e.err
+		case <-ctx.Done():
+			return nil, fmt.Errorf("fxmodule: wait for the first load of service %q: %w", service, ctx.Err())
+		}
 	}
 	e := &instancerEntry{ready: make(chan struct{})}
 	in.m[service] = e
 	in.mu.Unlock()
 
-	i, err := sd.NewInstancer(in.sess.client, service, in.opts...)
+	i, err := sd.NewInstancerContext(ctx, in.sess.client, service, in.opts...)
 	in.mu.Lock()
 	closed := in.m == nil
 	switch {
@@ -326,7 +352,9 @@ func newNotifier(p sequenceParams, log *slog.Logger) (*shutdown.Notifier, error)
 		return nil, nil
 	}
 	self := p.Registrar.Instance()
-	opts := []shutdown.Option{shutdown.WithLogger(log)}
+	// Signed flushes name the registration that is stopping: the stop
+	// deregisters before it flushes, and Czxid outlives the deregistration.
+	opts := []shutdown.Option{shutdown.WithLogger(log), shutdown.Registration(p.Registrar.Czxid)}
 	if len(s.FlushTargets) > 0 {
 		opts = append(opts, shutdown.StaticTargets(s.FlushTargets...))
 	}
@@ -363,21 +391,18 @@ func newNotifier(p sequenceParams, log *slog.Logger) (*shutdown.Notifier, error)
 }
 
 // gatewayTargets returns the flush URLs of the gateways the Instancers
-// list: http://address:port followed by their registered flush path. It
-// skips instances without a flush path, and self.
+// list (flushURL: http://address:port followed by their registered flush
+// path, the URL each gateway's handler accepts as its audience). It skips
+// instances without a flush path, and self.
 func gatewayTargets(gws []*sd.Instancer, self sd.Instance) []string {
 	var urls []string
 	for _, in := range gws {
 		for _, g := range in.Instances() {
-			p := g.Metadata[sd.MetadataFlushPath]
-			if p == "" || (g.Name == self.Name && g.ID == self.ID) {
+			u := flushURL(g)
+			if u == "" || (g.Name == self.Name && g.ID == self.ID) {
 				continue
 			}
-			scheme := "http"
-			if g.Port == 0 && g.SSLPort != 0 {
-				scheme = "https"
-			}
-			urls = append(urls, scheme+"://"+g.HostPort()+p)
+			urls = append(urls, u)
 		}
 	}
 	return urls
@@ -391,12 +416,14 @@ func appendHooks(lc fx.Lifecycle, seq *sequence, s *settings, lp loggerParams) {
 			return seq.Start(ctx)
 		},
 		OnStop: func(ctx context.Context) error {
-			// fx's stop deadline is the real stop timeout; a shorter one
-			// than the budget checked at build time cuts the sequence short.
+			// fx's stop deadline is the real stop timeout. Only when it
+			// leaves less than the sequence's bounds add up to are steps
+			// shortened or skipped; a deadline a little under the budget
+			// (the time fx took to get here) is not short.
 			if dl, ok := ctx.Deadline(); ok {
-				if left := time.Until(dl); left < s.StopTimeout {
-					log.Warn("fx's stop timeout is shorter than the stop budget; later steps may be cut short (use fxmodule.StopTimeout to set both)",
-						"left", left, "budget", s.StopTimeout)
+				if left, need := time.Until(dl), seq.StopTotal(); left < need {
+					log.Warn("fx's stop deadline leaves less than the stop sequence's bounds; the flush and quiesce may be cut short or skipped (use fxmodule.StopTimeout to set fx's stop timeout and the budget)",
+						"left", left.Round(time.Millisecond), "bounds", need, "budget", s.StopTimeout)
 				}
 			}
 			return seq.Stop(ctx)

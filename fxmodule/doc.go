@@ -38,6 +38,7 @@
 //	GRACEKIT_SPRING_FLUSH_TARGETS   SpringFlushTargets  none; comma-separated Spring-style flush URLs (GET)
 //	GRACEKIT_FLUSH_GATEWAYS         FlushGateways       none; comma-separated gateway service names
 //	GRACEKIT_FLUSH_PATH             FlushPath           /gracekit/flush (Gateway only)
+//	GRACEKIT_FLUSH_AUDIENCES        FlushAudiences      none; comma-separated other URLs of the flush handler (Gateway only)
 //	GRACEKIT_QUIET_WINDOW           QuietWindow         250ms (shutdown.DefaultQuietWindow)
 //	GRACEKIT_MAX_QUIESCE            MaxQuiesce          2s (shutdown.DefaultMaxQuiesce)
 //	GRACEKIT_DRAIN_TIMEOUT          DrainTimeout        4s (shutdown.DefaultDrainTimeout)
@@ -45,9 +46,24 @@
 //
 // Durations are Go durations ("250ms", "2s"). fx does not tell a module the
 // app's stop timeout, so StopTimeout must repeat the value given to
-// fx.StopTimeout: the stop sequence's bounds (out of service, deregister,
-// flush, quiesce, drain, close; 14.4 s with the defaults) are checked
-// against it when the app is built.
+// fx.StopTimeout (the option StopTimeout sets both): the stop sequence's
+// bounds (out of service, deregister, flush, quiesce, drain, close; 14.4 s
+// with the defaults) are checked against it when the app is built.
+//
+// # Deadlines
+//
+// fx gives up on a hook at its start or stop timeout: a late result is
+// lost, and after a stop the process exits. So the module takes its bounds
+// from fx's deadlines. Each start step ends a margin before the start
+// deadline, so that a failed registration is reported as itself, such as
+// an *sd.ConflictError naming the node and the session that holds it. At
+// stop, unready, deregister, drain and closing the session always run and
+// finish before the stop deadline: when fx's deadline leaves less than the
+// sequence's bounds, they share it in proportion to their bounds, the
+// other steps (out of service, flush, quiesce) get only what is left or
+// are skipped, and the hook logs a warning. Requests still in flight when
+// the drain's bound ends are cut; the Sequence's Report counts them
+// (CutByDrain) and the stop error includes a *shutdown.DrainError.
 //
 // A bad value makes the app fail to build (fx.New's error, returned again
 // by Start) with a *ConfigError naming the field, its environment variable

@@ -197,8 +197,8 @@ func TestProviderStopFlushesTheGateway(t *testing.T) {
 	// The Evicter acts at once, while ZooKeeper still lists the provider
 	// as UP: no watch event can be what removes it here.
 	ev, _ := upstream.Evicter("quote")
-	if err := ev.Evict(context.Background(), shutdown.Instance{Service: "quote", ID: "quote-1", Address: "127.0.0.1", Port: pPort}); err != nil {
-		t.Fatal(err)
+	if res, err := ev.Evict(context.Background(), shutdown.FlushRequest{Instance: shutdown.Instance{Service: "quote", ID: "quote-1", Address: "127.0.0.1", Port: pPort}}); err != nil || res != shutdown.Evicted {
+		t.Fatalf("Evict: %v, %v; want evicted", res, err)
 	}
 	if got, err := call(context.Background(), nil); err == nil {
 		t.Fatalf("the gateway routes to %v right after the eviction", got)

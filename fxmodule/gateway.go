@@ -28,10 +28,14 @@ import (
 //     at Config.FlushPath (default DefaultFlushPath) on the app's
 //     *http.Server, outside the Tracker.
 //
-// A flush request for a service evicts the instance from the service's
-// sd.Instancer (by id) and from every Endpointer that Upstreams built for
-// it (by host:port) before it is answered 200; for a service Upstreams
-// never built an endpoint for it is answered 404.
+// A signed flush request for a service evicts the registration it names
+// (id and creation zxid) from the service's sd.Instancer, and then from
+// every Endpointer that Upstreams built for it (by the host:port ZooKeeper
+// lists), before it is answered 200; a registration the Instancer does not
+// list is answered 202 without evicting anything, and so is a service
+// Upstreams never built an endpoint for (shutdown.NotRouted). The handler
+// accepts requests meant for http://Config.Address:Config.Port followed by
+// Config.FlushPath, the URL providers discover, and Config.FlushAudiences.
 var Gateway = fx.Module("gracekit.gateway",
 	fx.Provide(gatewaySettings),
 	core,
@@ -180,24 +184,27 @@ func (u *Upstreams) Evicter(service string) (shutdown.Evicter, bool) {
 	if !ok {
 		return nil, false
 	}
-	return shutdown.EvicterFunc(func(ctx context.Context, inst shutdown.Instance) error {
-		return u.evict(ctx, up, inst)
+	return shutdown.EvicterFunc(func(ctx context.Context, req shutdown.FlushRequest) (shutdown.Result, error) {
+		return u.evict(ctx, up, req)
 	}), true
 }
 
-// evict removes inst from the Instancer, by id, and from every Endpointer,
-// by host:port (the flush request's, and the one ZooKeeper lists if it
-// differs). Both are synchronous: when it returns no new call picks inst.
-func (u *Upstreams) evict(ctx context.Context, up *upstream, inst shutdown.Instance) error {
+// evict removes the registration req names from the Instancer, by id and
+// creation zxid, and then from every Endpointer, by the host:port ZooKeeper
+// lists (shutdown.DiscoveryEvicter); a registration the Instancer does not
+// list is not evicted. Both are synchronous: when it returns no new call
+// picks the instance.
+func (u *Upstreams) evict(ctx context.Context, up *upstream, req shutdown.FlushRequest) (shutdown.Result, error) {
 	// Evictions do not block; holding mu keeps an Endpointer being built
 	// for this service from missing one.
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if err := shutdown.DiscoveryEvicter(up.instancer, up.endpointers...).Evict(ctx, inst); err != nil {
-		return err
+	res, err := shutdown.DiscoveryEvicter(up.instancer, up.endpointers...).Evict(ctx, req)
+	if err != nil {
+		return "", err
 	}
-	u.log.Info("flush: evicted", "service", inst.Service, "instance", inst.ID, "address", inst.Address, "port", inst.Port)
-	return nil
+	u.log.Info("flush: "+string(res), "service", req.Service, "instance", req.ID, "czxid", req.Czxid)
+	return res, nil
 }
 
 func (u *Upstreams) close() {
@@ -220,8 +227,25 @@ type flushResult struct {
 	Route   route `group:"gracekit.routes"`
 }
 
+// flushURL is the flush URL of a gateway instance as providers discover it
+// (FlushGateways): http://address:port followed by its registered flush
+// path (https when it registered only an SSL port); "" without one.
+func flushURL(g sd.Instance) string {
+	p := g.Metadata[sd.MetadataFlushPath]
+	if p == "" {
+		return ""
+	}
+	scheme := "http"
+	if g.Port == 0 && g.SSLPort != 0 {
+		scheme = "https"
+	}
+	return scheme + "://" + g.HostPort() + p
+}
+
 func newFlushHandler(s *settings, u *Upstreams, lp loggerParams) (flushResult, error) {
-	h, err := shutdown.NewHandler([]byte(s.FlushSecret), u.Evicter, shutdown.WithLogger(lp.logger()))
+	self := sd.Instance{Address: s.Address, Port: s.Port, Metadata: map[string]string{sd.MetadataFlushPath: s.FlushPath}}
+	audiences := append([]string{flushURL(self)}, s.FlushAudiences...)
+	h, err := shutdown.NewHandler([]byte(s.FlushSecret), audiences, u.Evicter, shutdown.WithLogger(lp.logger()))
 	if err != nil {
 		return flushResult{}, fmt.Errorf("fxmodule: flush handler: %w", err)
 	}

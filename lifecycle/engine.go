@@ -15,6 +15,8 @@ type Engine struct {
 	steps     []Step
 	listeners []Listener
 
+	stopTotal time.Duration // the sum of the stop timeouts
+
 	mu      sync.Mutex // held for the whole of Start and Stop
 	state   state
 	started int // steps[:started] have started
@@ -68,15 +70,42 @@ func New(steps []Step, opts ...Option) (*Engine, error) {
 		}
 		return nil, &BudgetError{Steps: bounds, Sum: sum, Budget: o.budget}
 	}
-	return &Engine{steps: append([]Step(nil), steps...), listeners: o.listeners}, nil
+	return &Engine{steps: append([]Step(nil), steps...), listeners: o.listeners, stopTotal: sum}, nil
 }
 
-// Start runs the steps' Start in order, each with its own timeout derived
-// from ctx. At the first error, or if ctx is done before a step, it stops the
-// steps that started, in reverse (each with its stop timeout, not bound by
-// ctx), and returns a *StepError for the failing step joined with any stop
-// errors. Start may be called once; later calls return ErrStarted, or
-// ErrStopped after Stop.
+// StopTotal returns the sum of the steps' stop timeouts: how long a stop
+// may take when no step is shortened. New checked that it fits the stop
+// budget. A Stop whose ctx leaves less than this may shorten or skip steps.
+func (e *Engine) StopTotal() time.Duration { return e.stopTotal }
+
+// Margins kept between a step's bound and the caller's deadline, so that
+// the caller gets the result before it gives up: a tenth of the time left,
+// at most maxStartMargin at start (the rollback of a failed start must fit
+// in it too) and maxStopMargin at stop.
+const (
+	maxStartMargin = time.Second
+	maxStopMargin  = 250 * time.Millisecond
+)
+
+// margin returns a tenth of left, at most limit; zero if left is not
+// positive.
+func margin(left, limit time.Duration) time.Duration {
+	if left <= 0 {
+		return 0
+	}
+	return min(left/10, limit)
+}
+
+// Start runs the steps' Start in order, each bounded by its own timeout.
+// When ctx has a deadline, each step's bound also ends a margin before it
+// (a tenth of the time left, at most 1 s), so that a step that waits for
+// something, such as a registration held by another instance, returns its
+// own error while the caller is still waiting for it, rather than the
+// caller's deadline error. At the first error, or if ctx is done before a
+// step, it stops the steps that started, in reverse (each with its stop
+// timeout, not bound by ctx), and returns a *StepError for the failing step
+// joined with any stop errors. Start may be called once; later calls return
+// ErrStarted, or ErrStopped after Stop.
 func (e *Engine) Start(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -95,15 +124,20 @@ func (e *Engine) Start(ctx context.Context) error {
 		}
 		if s.Start != nil {
 			begin := time.Now()
-			sctx, cancel := context.WithTimeout(ctx, s.startTimeout())
+			bound := s.startTimeout()
+			if dl, ok := ctx.Deadline(); ok {
+				left := dl.Sub(begin)
+				bound = min(bound, left-margin(left, maxStartMargin))
+			}
+			sctx, cancel := context.WithTimeout(ctx, bound)
 			err := s.Start(sctx)
 			cancel()
 			if err != nil {
 				serr := &StepError{Step: s.Name, Phase: PhaseStart, Err: err}
-				e.emit(Event{Step: s.Name, Phase: PhaseStart, Begin: begin, Duration: time.Since(begin), Err: serr})
+				e.emit(Event{Step: s.Name, Phase: PhaseStart, Begin: begin, Bound: bound, Duration: time.Since(begin), Err: serr})
 				return e.rollback(ctx, serr)
 			}
-			e.emit(Event{Step: s.Name, Phase: PhaseStart, Begin: begin, Duration: time.Since(begin)})
+			e.emit(Event{Step: s.Name, Phase: PhaseStart, Begin: begin, Bound: bound, Duration: time.Since(begin)})
 		}
 		e.started = i + 1
 	}
@@ -117,11 +151,26 @@ func (e *Engine) rollback(ctx context.Context, cause error) error {
 	return errors.Join(cause, err)
 }
 
-// Stop runs the Stop of every step that started, in reverse order, each with
-// its own timeout derived from ctx. It keeps going past errors and returns
-// them joined, each a *StepError. Once ctx is done, the remaining steps are
-// skipped (their error wraps ErrSkipped) except those marked Always, which
-// run on a fresh context with their own timeout.
+// Stop runs the Stop of every step that started, in reverse order, and
+// returns their errors joined, each a *StepError. It keeps going past
+// errors. Each step gets a context bounded by its StopTimeout, shortened as
+// follows when ctx has a deadline, so that Stop returns before it (a margin
+// of a tenth of the time left, at most 250 ms, is kept for the caller):
+//
+//   - The Always steps still to run have their time reserved. When the
+//     deadline leaves less than their timeouts add up to, each Always step
+//     gets a share of the time left in proportion to its timeout.
+//   - Every other step gets at most the time left after that reservation,
+//     and is skipped (its error wraps ErrSkipped) when nothing is left.
+//
+// So with a deadline in the future, every Always step runs and Stop returns
+// before the deadline, as long as the steps honor their contexts; under a
+// short deadline the Always steps run with shorter bounds and other steps
+// are skipped. Once ctx is done (an expired deadline, or a cancel), the
+// remaining steps are skipped except the Always ones, which then run with
+// their own full timeouts: a caller that stopped waiting, as fx does at its
+// stop timeout, may not see them finish. Always steps run on a context that
+// keeps ctx's values but not its cancellation.
 //
 // Stop before Start returns nil. Stop is idempotent: later calls wait for the
 // first to finish and return its result. After a failed Start, the steps
@@ -142,29 +191,58 @@ func (e *Engine) Stop(ctx context.Context) error {
 }
 
 func (e *Engine) stop(ctx context.Context, rollback bool) error {
+	deadline, hasDeadline := ctx.Deadline()
+	if hasDeadline {
+		deadline = deadline.Add(-margin(time.Until(deadline), maxStopMargin))
+	}
+	// reserved is the sum of the timeouts of the Always steps still to
+	// stop after the current one.
+	var reserved time.Duration
+	for i := e.started - 1; i >= 0; i-- {
+		if s := e.steps[i]; s.Stop != nil && s.Always {
+			reserved += s.stopTimeout()
+		}
+	}
 	var errs []error
 	for i := e.started - 1; i >= 0; i-- {
 		s := e.steps[i]
 		if s.Stop == nil {
 			continue
 		}
+		bound := s.stopTimeout()
+		if s.Always {
+			reserved -= bound
+		}
 		begin := time.Now()
-		var sctx context.Context
-		var cancel context.CancelFunc
+		left := deadline.Sub(begin)
+		var skip error
 		switch {
 		case s.Always:
-			sctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), s.stopTimeout())
+			if hasDeadline && left > 0 && left < bound+reserved {
+				bound = time.Duration(float64(left) * float64(bound) / float64(bound+reserved))
+			}
 		case ctx.Err() != nil:
-			serr := &StepError{Step: s.Name, Phase: PhaseStop, Err: fmt.Errorf("%w: %w", ErrSkipped, ctx.Err())}
+			skip = fmt.Errorf("%w: %w", ErrSkipped, ctx.Err())
+		case hasDeadline && left-reserved <= 0:
+			skip = fmt.Errorf("%w: the %s left before the stop deadline is reserved for the steps that always run (%s): %w",
+				ErrSkipped, max(left, 0).Round(time.Millisecond), reserved, context.DeadlineExceeded)
+		case hasDeadline:
+			bound = min(bound, left-reserved)
+		}
+		if skip != nil {
+			serr := &StepError{Step: s.Name, Phase: PhaseStop, Err: skip}
 			errs = append(errs, serr)
 			e.emit(Event{Step: s.Name, Phase: PhaseStop, Rollback: rollback, Begin: begin, Skipped: true, Err: serr})
 			continue
-		default:
-			sctx, cancel = context.WithTimeout(ctx, s.stopTimeout())
 		}
+		parent := ctx
+		if s.Always {
+			parent = context.WithoutCancel(ctx)
+		}
+		sctx, cancel := context.WithTimeout(parent, bound)
 		err := s.Stop(sctx)
 		cancel()
-		ev := Event{Step: s.Name, Phase: PhaseStop, Rollback: rollback, Begin: begin, Duration: time.Since(begin)}
+		ev := Event{Step: s.Name, Phase: PhaseStop, Rollback: rollback, Begin: begin, Bound: bound, Duration: time.Since(begin)}
 		if err != nil {
 			serr := &StepError{Step: s.Name, Phase: PhaseStop, Err: err}
 			errs = append(errs, serr)

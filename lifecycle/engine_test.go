@@ -196,7 +196,9 @@ func TestEngineAlwaysStepsRunAfterTheStopContextExpired(t *testing.T) {
 	if !errors.Is(err, lifecycle.ErrSkipped) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Stop = %v, want ErrSkipped and DeadlineExceeded", err)
 	}
-	equal(t, rec.trace()[5:], []string{"stop:drain!", "stop:quiesce-", "stop:deregister", "stop:flush-", "stop:session"})
+	// The drain is not Always: the 20 ms left are reserved for the steps
+	// that are, so it is skipped rather than run into the deadline.
+	equal(t, rec.trace()[5:], []string{"stop:drain-", "stop:quiesce-", "stop:deregister", "stop:flush-", "stop:session"})
 	if alwaysCtxErr != nil {
 		t.Errorf("an Always step got a done context: %v", alwaysCtxErr)
 	}

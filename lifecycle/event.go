@@ -25,10 +25,14 @@ type Event struct {
 	Rollback bool
 	// Begin is when the phase began.
 	Begin time.Time
+	// Bound is the timeout the phase ran with: the step's own, or less
+	// when the caller's deadline was nearer; zero if skipped.
+	Bound time.Duration
 	// Duration is how long it ran; zero if skipped.
 	Duration time.Duration
-	// Skipped is true when the stop context had expired and the step is not
-	// Always, so its Stop did not run.
+	// Skipped is true when the step is not Always and its Stop did not run:
+	// the stop context had expired, or the time left before its deadline
+	// was reserved for the Always steps.
 	Skipped bool
 	// Err is the phase's error, nil on success. A skipped step's Err wraps
 	// ErrSkipped and the stop context's error.

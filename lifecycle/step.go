@@ -25,16 +25,23 @@ type Step struct {
 	Start func(ctx context.Context) error
 	// Stop runs at stop, in reverse step order, if the step started.
 	Stop func(ctx context.Context) error
-	// StartTimeout bounds Start. Zero means DefaultStartTimeout.
+	// StartTimeout bounds Start. Zero means DefaultStartTimeout. The bound
+	// also ends a margin before the start context's deadline.
 	StartTimeout time.Duration
 	// StopTimeout bounds Stop and counts toward the stop budget. Zero means
 	// DefaultStopTimeout.
 	StopTimeout time.Duration
-	// Always runs Stop even when the context given to Engine.Stop has
-	// already expired. Such a Stop always runs on a fresh context (keeping
-	// the values of the stop context) bounded only by StopTimeout, so an
-	// earlier step that used up the stop context cannot shorten it. Use it
-	// for safety steps such as deregistering and closing a session.
+	// Always runs Stop even when an earlier stop step failed or the context
+	// given to Engine.Stop is done, and reserves its time: while the stop
+	// context's deadline is ahead, the steps that are not Always only get
+	// what is left after the Always steps still to run, and a deadline
+	// shorter than the Always steps' timeouts shares the time left among
+	// them in proportion to their timeouts, so that they all run before it.
+	// Once the stop context is done, an Always step runs with its full
+	// StopTimeout. Its Stop runs on a context that keeps the stop context's
+	// values but not its cancellation. Use it for safety steps such as
+	// marking the instance unready, deregistering, draining and closing a
+	// session.
 	Always bool
 }
 

@@ -146,12 +146,14 @@ type Client struct {
 	opts    clientOptions
 	logger  *slog.Logger
 
-	mu      sync.Mutex
-	subs    map[int]func(SessionEvent)
-	nextSub int
-	closed  bool
-	drained chan struct{} // closed when the zk event channel is closed
-	done    chan struct{} // closed by Close
+	mu        sync.Mutex
+	subs      map[int]func(SessionEvent)
+	nodes     map[string]map[int]func(zk.Event) // watch event subscribers by node path
+	nextSub   int
+	closed    bool
+	warnedACL map[string]bool // parents whose loose ACL was reported
+	drained   chan struct{}   // closed when the zk event channel is closed
+	done      chan struct{}   // closed by Close
 }
 
 // ParseConnectString splits "host:port,host:port/chroot" into its servers
@@ -171,20 +173,59 @@ func ParseConnectString(s string) (servers []string, chroot string, err error) {
 		if h == "" {
 			continue
 		}
-		host, port, err := net.SplitHostPort(h)
+		hp, err := parseServer(h)
 		if err != nil {
-			host, port = h, "2181"
+			return nil, "", err
 		}
-		p, perr := strconv.Atoi(port)
-		if host == "" || perr != nil || p < 1 || p > 65535 {
-			return nil, "", &ConfigError{"server", h, "host:port with a port from 1 to 65535"}
-		}
-		servers = append(servers, net.JoinHostPort(host, port))
+		servers = append(servers, hp)
 	}
 	if len(servers) == 0 {
 		return nil, "", &ConfigError{"connect string", s, "at least one host:port, e.g. zk1:2181,zk2:2181/chroot"}
 	}
 	return servers, chroot, nil
+}
+
+// parseServer checks one "host[:port]" of a connect string; a missing port
+// is 2181. An IPv6 literal needs brackets: "[::1]:2181" or "[::1]".
+func parseServer(h string) (string, error) {
+	bad := func(want string) error { return &ConfigError{"server", h, want} }
+	host, port, err := net.SplitHostPort(h)
+	if err != nil {
+		switch {
+		case strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]"):
+			host = h[1 : len(h)-1]
+		case strings.ContainsAny(h, "[]:"):
+			return "", bad("host:port with a port from 1 to 65535; an IPv6 address in brackets, e.g. [::1]:2181")
+		default:
+			host = h
+		}
+		port = "2181"
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return "", bad("host:port with a port from 1 to 65535")
+	}
+	if !validHost(host) {
+		return "", bad("a host name or IP address: letters, digits, '-', '.', '_'; IPv6 in brackets")
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+func validHost(host string) bool {
+	if host == "" {
+		return false
+	}
+	if net.ParseIP(host) != nil {
+		return true
+	}
+	if len(host) > 253 {
+		return false
+	}
+	for _, r := range host {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.' || r == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 func zkValidPath(p string) error {
@@ -215,6 +256,7 @@ func NewClient(connect string, opts ...ClientOption) (*Client, error) {
 		servers: servers, chroot: chroot, opts: o,
 		logger:  o.logger.With("component", "sd.client"),
 		subs:    map[int]func(SessionEvent){},
+		nodes:   map[string]map[int]func(zk.Event){},
 		drained: make(chan struct{}),
 		done:    make(chan struct{}),
 		acl:     zk.WorldACL(zk.PermAll),
@@ -234,8 +276,10 @@ func NewClient(connect string, opts ...ClientOption) (*Client, error) {
 		zk.WithLogger(zkLogger{c.logger}),
 		zk.WithLogInfo(false),
 		zk.WithDialer(dialer),
+		zk.WithHostProvider(&hostProvider{logger: c.logger}),
 		zk.WithEventCallback(func(ev zk.Event) {
 			if ev.Type != zk.EventSession {
+				c.route(ev)
 				return
 			}
 			if ev.State == zk.StateHasSession {
@@ -333,6 +377,54 @@ func (c *Client) subscribe(f func(SessionEvent)) (cancel func()) {
 	}
 }
 
+// subscribeNodes registers f for the watch events of node dir and of its
+// children until the returned func is called. f is called from
+// go-zookeeper's receive goroutine and must not block. Routing events here
+// spares a goroutine per armed watch: the watch's own channel, buffered,
+// is left to go-zookeeper, which drops it once it fired.
+func (c *Client) subscribeNodes(dir string, f func(zk.Event)) (cancel func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id := c.nextSub
+	c.nextSub++
+	if c.nodes[dir] == nil {
+		c.nodes[dir] = map[int]func(zk.Event){}
+	}
+	c.nodes[dir][id] = f
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		delete(c.nodes[dir], id)
+		if len(c.nodes[dir]) == 0 {
+			delete(c.nodes, dir)
+		}
+	}
+}
+
+// route hands a watch event to the subscribers of its node and of its parent.
+func (c *Client) route(ev zk.Event) {
+	if ev.Path == "" {
+		return
+	}
+	c.mu.Lock()
+	var fns []func(zk.Event)
+	for _, f := range c.nodes[ev.Path] {
+		fns = append(fns, f)
+	}
+	if ev.Path != "/" {
+		for _, f := range c.nodes[path.Dir(ev.Path)] {
+			fns = append(fns, f)
+		}
+	}
+	c.mu.Unlock()
+	for _, f := range fns {
+		f(ev)
+	}
+}
+
+// Connected reports whether the client has a session and a connection now.
+func (c *Client) Connected() bool { return c.conn.State() == zk.StateHasSession }
+
 // full maps a client path to the server path under the chroot.
 func (c *Client) full(p string) string {
 	if c.chroot == "" {
@@ -363,20 +455,58 @@ func (c *Client) ensurePath(ctx context.Context, p string, container bool) error
 		if cur == c.chroot || strings.HasPrefix(c.chroot, cur+"/") {
 			useContainer = false // the chroot itself is the operator's, not ours to let vanish
 		}
+		// Parents get the client's ACL too: with world-all parents, anyone
+		// could delete a live instance (delete needs the parent's DELETE
+		// permission) or plant a fake one beside it.
 		var err error
 		if useContainer {
-			_, err = c.conn.CreateContainer(cur, nil, zk.FlagContainer, zk.WorldACL(zk.PermAll))
+			_, err = c.conn.CreateContainer(cur, nil, zk.FlagContainer, c.acl)
 			if errors.Is(err, zk.ErrUnknown) || errors.Is(err, zk.ErrAPIError) || errors.Is(err, zk.ErrInvalidFlags) {
-				_, err = c.conn.Create(cur, nil, 0, zk.WorldACL(zk.PermAll))
+				_, err = c.conn.Create(cur, nil, 0, c.acl)
 			}
 		} else {
-			_, err = c.conn.Create(cur, nil, 0, zk.WorldACL(zk.PermAll))
+			_, err = c.conn.Create(cur, nil, 0, c.acl)
 		}
-		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		if errors.Is(err, zk.ErrNodeExists) {
+			c.checkParentACL(cur)
+			err = nil
+		}
+		if err != nil {
 			return fmt.Errorf("sd: create %s: %w", cur, err)
 		}
 	}
 	return nil
+}
+
+// checkParentACL warns, once per path, when digest auth is set but a parent
+// that existed before lets anyone create or delete children: the library
+// cannot tighten an ACL it did not set (the node may be shared), so the
+// operator has to; see the README's security section.
+func (c *Client) checkParentACL(p string) {
+	if c.opts.user == "" || p == c.chroot || strings.HasPrefix(c.chroot, p+"/") {
+		return
+	}
+	c.mu.Lock()
+	if c.warnedACL == nil {
+		c.warnedACL = map[string]bool{}
+	}
+	seen := c.warnedACL[p]
+	c.warnedACL[p] = true
+	c.mu.Unlock()
+	if seen {
+		return
+	}
+	acl, _, err := c.conn.GetACL(p)
+	if err != nil {
+		return
+	}
+	for _, a := range acl {
+		if a.Scheme == "world" && a.Perms&(zk.PermCreate|zk.PermDelete) != 0 {
+			c.logger.Warn("a parent node lets anyone create or delete instances under it; set its ACL to the client's",
+				"path", p, "fix", fmt.Sprintf("setAcl %s world:anyone:r,digest:%s:<digest>:cdrwa", p, c.opts.user))
+			return
+		}
+	}
 }
 
 // Close ends the session, which removes every ephemeral node it owns, and

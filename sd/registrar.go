@@ -128,10 +128,11 @@ func OnRegistrarEvent(f func(RegistrarEvent)) RegistrarOption {
 }
 
 // Registrar keeps one instance registered as an EPHEMERAL node
-// /<basePath>/<service>/<id>. After Register it watches its node and its
-// session: when the session expires or the node is removed, it re-creates
-// the node in the current session. It never deletes a node another
-// session owns.
+// /<basePath>/<service>/<id>. After Register, one goroutine of its own, the
+// keeper, owns what ZooKeeper should hold: it watches the node and the
+// session, re-creates the node in the current session when it goes, and
+// writes the wanted status until ZooKeeper holds it, after any disconnect
+// or expiry. It never deletes a node another session owns.
 type Registrar struct {
 	c      *Client
 	codec  Codec
@@ -140,17 +141,23 @@ type Registrar struct {
 	opts   registrarOptions
 
 	mu         sync.Mutex
-	inst       Instance // current content, status included
-	registered bool     // between a successful Register and Deregister
-	czxid      int64    // of the node we created, 0 if none
-	lastCzxid  int64    // of the last node we held, kept after Deregister
-	session    int64    // the session that created it
+	inst       Instance      // wanted content, status included
+	want       uint64        // bumped by each SetStatus
+	wrote      uint64        // the last want ZooKeeper is known to hold
+	converged  chan struct{} // closed and replaced when wrote or registered changes
+	lastErr    error         // of the keeper's last attempt, nil when it succeeded
+	registered bool          // between a successful Register and Deregister
+	czxid      int64         // of the node we created, 0 if none
+	lastCzxid  int64         // of the last node we held, kept after Deregister
+	session    int64         // the session that created it
+	calls      int           // ZooKeeper calls under way, abandoned ones included
+	quiet      chan struct{} // closed when calls drops to zero; nil when zero
 
-	runMu  sync.Mutex // serializes start/stop of the keeper goroutine
-	stop   chan struct{}
-	done   chan struct{}
-	kick   chan struct{}
-	unsubs func()
+	runMu   sync.Mutex // serializes Register and Deregister
+	kcancel context.CancelFunc
+	kdone   chan struct{}
+	kick    chan struct{}
+	unsubs  func()
 }
 
 // NewRegistrar prepares inst for registration. inst needs Name, Address and
@@ -188,7 +195,8 @@ func NewRegistrar(c *Client, inst Instance, opts ...RegistrarOption) (*Registrar
 	}
 	r := &Registrar{
 		c: c, codec: o.codec, opts: o, inst: inst,
-		path: path.Join(o.basePath, inst.Name, name),
+		path:      path.Join(o.basePath, inst.Name, name),
+		converged: make(chan struct{}),
 	}
 	r.logger = o.logger.With("component", "sd.registrar", "path", r.path, "instance", inst.ID)
 	return r, nil
@@ -233,19 +241,24 @@ func (r *Registrar) Deregister() {
 }
 
 // RegisterContext creates the parents (CONTAINER nodes, as Curator does) and
-// the instance's node, then keeps it registered until DeregisterContext.
-// When another live session holds the node, it waits for that node to go
-// until ctx ends, then returns a *ConflictError. Calling it while
-// registered is a no-op.
+// the instance's node, then keeps it registered, with the wanted status,
+// until DeregisterContext. When another live session holds the node, it
+// waits for that node to go until ctx ends, then returns a *ConflictError.
+// Calling it while registered is a no-op.
 func (r *Registrar) RegisterContext(ctx context.Context) error {
 	r.runMu.Lock()
 	defer r.runMu.Unlock()
 	r.mu.Lock()
-	if r.registered {
-		r.mu.Unlock()
+	registered := r.registered
+	r.mu.Unlock()
+	if registered {
 		return nil
 	}
-	r.mu.Unlock()
+	// A call of the previous registration may still be under way (its
+	// Deregister's ctx ended first): it must not land amid this one.
+	if err := r.waitCalls(ctx); err != nil {
+		return fmt.Errorf("sd: register %s: a ZooKeeper call of the previous registration is still under way: %w", r.path, err)
+	}
 	if err := r.c.ensurePath(ctx, path.Dir(r.path), true); err != nil {
 		return err
 	}
@@ -261,17 +274,20 @@ func (r *Registrar) RegisterContext(ctx context.Context) error {
 		}
 		// Wait for the holder's node to go (or the connection to return).
 		if watch == nil {
-			if _, _, ch, werr := r.c.conn.ExistsW(r.c.full(r.path)); werr == nil {
-				watch = ch
-			}
+			_ = r.call(ctx, func() error {
+				_, _, ch, werr := r.c.conn.ExistsW(r.c.full(r.path))
+				if werr == nil {
+					watch = ch
+				}
+				return werr
+			})
 		}
-		ch := watch
 		t := time.NewTimer(250 * time.Millisecond)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return fmt.Errorf("sd: register %s: %w (%w)", r.path, err, ctx.Err())
-		case <-ch:
+		case <-watch:
 			watch = nil
 		case <-t.C:
 		}
@@ -289,14 +305,61 @@ func isTransient(err error) bool {
 		errors.Is(err, zk.ErrNoServer) || errors.Is(err, zk.ErrSessionMoved)
 }
 
+// call runs a ZooKeeper call of this Registrar and returns its error, or
+// ctx's when ctx ends first. The call is counted until it returns, even
+// when abandoned, so that the next registration can wait for it.
+func (r *Registrar) call(ctx context.Context, fn func() error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.calls++
+	if r.quiet == nil {
+		r.quiet = make(chan struct{})
+	}
+	r.mu.Unlock()
+	done := make(chan error, 1)
+	go func() {
+		defer func() {
+			r.mu.Lock()
+			r.calls--
+			if r.calls == 0 {
+				close(r.quiet)
+				r.quiet = nil
+			}
+			r.mu.Unlock()
+		}()
+		done <- fn()
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// waitCalls waits until no call of this Registrar is under way, or ctx ends.
+func (r *Registrar) waitCalls(ctx context.Context) error {
+	r.mu.Lock()
+	quiet := r.quiet
+	r.mu.Unlock()
+	if quiet == nil {
+		return nil
+	}
+	select {
+	case <-quiet:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // ensure makes sure our node exists in the current session. It reads the
 // node's ephemeralOwner before anything else: a node of ours is kept as is
 // (no delete and re-create, so watchers see no flap), a node of another
 // live session is a conflict.
 func (r *Registrar) ensure(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	full := r.c.full(r.path)
 	session := r.c.SessionID()
 	if session == 0 {
@@ -304,9 +367,12 @@ func (r *Registrar) ensure(ctx context.Context) error {
 		// look like another session's.
 		return fmt.Errorf("sd: register %s: %w", r.path, zk.ErrConnectionClosed)
 	}
-	_, stat, err := r.c.conn.Get(full)
+	var stat *zk.Stat
+	err := r.call(ctx, func() (err error) { _, stat, err = r.c.conn.Get(full); return err })
 	switch {
-	case err == nil && stat.EphemeralOwner == session && session != 0:
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case err == nil && stat.EphemeralOwner == session:
 		r.mu.Lock()
 		r.czxid, r.session, r.lastCzxid = stat.Czxid, session, stat.Czxid
 		r.mu.Unlock()
@@ -318,13 +384,15 @@ func (r *Registrar) ensure(ctx context.Context) error {
 	}
 	r.mu.Lock()
 	inst := r.inst.clone() // SetStatus may write Metadata meanwhile
+	want := r.want
 	before := r.czxid
 	r.mu.Unlock()
 	data, err := r.codec.Encode(inst)
 	if err != nil {
 		return err
 	}
-	if _, err := r.c.conn.Create(full, data, zk.FlagEphemeral, r.c.acl); err != nil {
+	err = r.call(ctx, func() error { _, err := r.c.conn.Create(full, data, zk.FlagEphemeral, r.c.acl); return err })
+	if err != nil {
 		if errors.Is(err, zk.ErrNoNode) { // the container parent was reaped meanwhile
 			if perr := r.c.ensurePath(ctx, path.Dir(r.path), true); perr != nil {
 				return perr
@@ -336,13 +404,14 @@ func (r *Registrar) ensure(ctx context.Context) error {
 		}
 		return fmt.Errorf("sd: create %s: %w", r.path, err)
 	}
-	_, stat, err = r.c.conn.Exists(full)
+	err = r.call(ctx, func() (err error) { _, stat, err = r.c.conn.Exists(full); return err })
 	if err != nil {
 		return fmt.Errorf("sd: read %s: %w", r.path, err)
 	}
 	r.mu.Lock()
 	r.czxid, r.session, r.lastCzxid = stat.Czxid, session, stat.Czxid
 	r.mu.Unlock()
+	r.markWrote(want)
 	kind := EventRegistered
 	if before != 0 {
 		kind = EventReregistered
@@ -358,75 +427,79 @@ func (r *Registrar) emit(ev RegistrarEvent) {
 	}
 }
 
-// startKeeper runs the goroutine that re-creates the node when it goes.
+// markWrote records that ZooKeeper holds want and wakes SetStatus callers.
+func (r *Registrar) markWrote(want uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if want > r.wrote {
+		r.wrote = want
+	}
+	r.lastErr = nil
+	close(r.converged)
+	r.converged = make(chan struct{})
+}
+
+// startKeeper runs the goroutine that owns the node. r.runMu must be held.
 func (r *Registrar) startKeeper() {
-	r.stop, r.done, r.kick = make(chan struct{}), make(chan struct{}), make(chan struct{}, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	r.kcancel, r.kdone, r.kick = cancel, make(chan struct{}), make(chan struct{}, 1)
 	kick := r.kick
 	r.unsubs = r.c.subscribe(func(ev SessionEvent) {
-		// Watches survive a reconnect within the session; only a new
-		// session (after expiry) needs the node re-created at once.
-		r.mu.Lock()
-		owner := r.session
-		r.mu.Unlock()
-		if (ev.State == zk.StateHasSession && ev.SessionID != owner) || ev.State == zk.StateExpired {
+		// A new connection, same session or not: check the node and write
+		// what a disconnect kept from landing.
+		if ev.State == zk.StateHasSession || ev.State == zk.StateExpired {
 			select {
 			case kick <- struct{}{}:
 			default:
 			}
 		}
 	})
-	go r.keep(r.stop, r.done)
+	go r.keep(ctx, r.kdone, kick)
 }
 
-// stopKeeper stops the keeper goroutine and waits for it, or for ctx: a
-// keeper inside a ZooKeeper call exits when that call returns, which the
-// client bounds by its receive timeout.
-func (r *Registrar) stopKeeper(ctx context.Context) {
-	if r.stop == nil {
+// poke wakes the keeper.
+func (r *Registrar) poke() {
+	r.runMu.Lock()
+	kick := r.kick
+	r.runMu.Unlock()
+	if kick == nil {
+		return
+	}
+	select {
+	case kick <- struct{}{}:
+	default:
+	}
+}
+
+// stopKeeper stops the keeper and waits for it. It returns promptly: the
+// keeper's ZooKeeper calls give up at its ctx (they may still be under way:
+// see waitCalls). r.runMu must be held.
+func (r *Registrar) stopKeeper() {
+	if r.kcancel == nil {
 		return
 	}
 	r.unsubs()
-	close(r.stop)
-	select {
-	case <-r.done:
-	case <-ctx.Done():
-	}
-	r.stop = nil
+	r.kcancel()
+	<-r.kdone
+	r.kcancel, r.kdone, r.kick = nil, nil, nil
 }
 
-func (r *Registrar) keep(stop, done chan struct{}) {
+func (r *Registrar) keep(ctx context.Context, done, kick chan struct{}) {
 	defer close(done)
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = 100*time.Millisecond, 5*time.Second, 0
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-stop:
-		case <-r.c.Done(): // the session is gone with its client: nothing to keep
-		case <-ctx.Done():
-		}
-		cancel()
-	}()
 	var watch <-chan zk.Event // re-armed only after it fired: watchers do not pile up
 	for {
-		// Arm a watch on our node, then make sure it exists.
-		var err error
-		if watch == nil {
-			var ch <-chan zk.Event
-			if _, _, ch, err = r.c.conn.ExistsW(r.c.full(r.path)); err == nil {
-				watch = ch
-			}
-		}
-		if err == nil {
-			err = r.ensure(ctx)
+		err := r.reconcile(ctx, &watch)
+		if ctx.Err() != nil {
+			return
 		}
 		var timer *time.Timer
 		var wait <-chan time.Time
 		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
+			r.mu.Lock()
+			r.lastErr = err
+			r.mu.Unlock()
 			r.logger.Warn("keeping registration failed", "err", err)
 			r.emit(RegistrarEvent{Kind: EventRegisterFailed, Path: r.path, SessionID: r.c.SessionID(), Err: err})
 			timer = time.NewTimer(bo.NextBackOff())
@@ -434,42 +507,62 @@ func (r *Registrar) keep(stop, done chan struct{}) {
 		} else {
 			bo.Reset()
 		}
+		closed := false
 		select {
 		case <-ctx.Done():
-			return
+		case <-r.c.Done(): // the session is gone with its client: nothing to keep
+			closed = true
 		case <-watch:
 			watch = nil
-		case <-r.kick:
+		case <-kick:
 		case <-wait:
 		}
 		if timer != nil {
 			timer.Stop()
 		}
+		if closed || ctx.Err() != nil {
+			return
+		}
 	}
 }
 
-// SetStatus writes status into the node's metadata with a version-checked
-// setData, keeping every other field. OUT_OF_SERVICE hides the instance
-// from readers without removing it.
-func (r *Registrar) SetStatus(ctx context.Context, status Status) error {
-	if status != StatusUp && status != StatusOutOfService {
-		return &ConfigError{"status", string(status), "UP or OUT_OF_SERVICE"}
+// reconcile makes ZooKeeper hold what the Registrar wants: the node, in
+// the current session, with the wanted status.
+func (r *Registrar) reconcile(ctx context.Context, watch *<-chan zk.Event) error {
+	if !r.c.Connected() {
+		// A write queued now would land whenever the connection returns,
+		// maybe after Deregister; the reconnect kicks the keeper.
+		return fmt.Errorf("sd: keep %s: %w", r.path, zk.ErrConnectionClosed)
 	}
-	r.mu.Lock()
-	r.inst.Metadata[MetadataStatus] = string(status)
-	registered := r.registered
-	r.mu.Unlock()
-	if !registered {
-		return ErrNotRegistered
+	if *watch == nil {
+		err := r.call(ctx, func() error {
+			_, _, ch, err := r.c.conn.ExistsW(r.c.full(r.path))
+			if err == nil {
+				*watch = ch
+			}
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("sd: watch %s: %w", r.path, err)
+		}
 	}
+	if err := r.ensure(ctx); err != nil {
+		return err
+	}
+	return r.writeStatus(ctx)
+}
+
+// writeStatus writes the wanted status into our node with a
+// version-checked setData, keeping every other field, unless it is there.
+func (r *Registrar) writeStatus(ctx context.Context) error {
 	full := r.c.full(r.path)
 	for attempt := 0; ; attempt++ {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("sd: set status of %s: %w", r.path, err)
-		}
+		r.mu.Lock()
+		want, status := r.want, r.inst.Status()
+		r.mu.Unlock()
 		var data []byte
 		var stat *zk.Stat
-		err := r.c.do(ctx, func() (err error) { data, stat, err = r.c.conn.Get(full); return err })
+		err := r.call(ctx, func() (err error) { data, stat, err = r.c.conn.Get(full); return err })
 		if err != nil {
 			return fmt.Errorf("sd: set status of %s: %w", r.path, err)
 		}
@@ -477,6 +570,10 @@ func (r *Registrar) SetStatus(ctx context.Context, status Status) error {
 			return &ConflictError{Path: r.path, Owner: stat.EphemeralOwner}
 		}
 		cur, err := r.codec.Decode(r.inst.Name, path.Base(r.path), data)
+		if err == nil && cur.Status() == status {
+			r.markWrote(want)
+			return nil
+		}
 		if err != nil {
 			cur = r.Instance() // our node, unreadable: rewrite it whole
 		}
@@ -488,43 +585,86 @@ func (r *Registrar) SetStatus(ctx context.Context, status Status) error {
 		if err != nil {
 			return err
 		}
-		err = r.c.do(ctx, func() error { _, err := r.c.conn.Set(full, out, stat.Version); return err })
+		err = r.call(ctx, func() error { _, err := r.c.conn.Set(full, out, stat.Version); return err })
 		if errors.Is(err, zk.ErrBadVersion) && attempt < 5 {
 			continue
 		}
 		if err != nil {
 			return fmt.Errorf("sd: set status of %s: %w", r.path, err)
 		}
+		r.markWrote(want)
 		r.emit(RegistrarEvent{Kind: EventStatusSet, Path: r.path, SessionID: stat.EphemeralOwner, Czxid: stat.Czxid})
 		return nil
 	}
 }
 
+// SetStatus makes status the wanted one and waits until ZooKeeper holds
+// it (a version-checked setData that keeps every other field) or ctx ends.
+// OUT_OF_SERVICE hides the instance from readers without removing it. When
+// ctx ends first, the Registrar keeps writing it, after any disconnect or
+// expiry, until DeregisterContext. Before Register it returns
+// ErrNotRegistered, and Register writes the status.
+func (r *Registrar) SetStatus(ctx context.Context, status Status) error {
+	if status != StatusUp && status != StatusOutOfService {
+		return &ConfigError{"status", string(status), "UP or OUT_OF_SERVICE"}
+	}
+	r.mu.Lock()
+	r.inst.Metadata[MetadataStatus] = string(status)
+	r.want++
+	want := r.want
+	r.mu.Unlock()
+	r.poke()
+	for {
+		r.mu.Lock()
+		registered, wrote, ch, lastErr := r.registered, r.wrote, r.converged, r.lastErr
+		r.mu.Unlock()
+		switch {
+		case !registered:
+			return ErrNotRegistered
+		case wrote >= want:
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			if lastErr != nil {
+				return fmt.Errorf("sd: set status of %s to %s: %w (%w; the Registrar keeps trying)", r.path, status, ctx.Err(), lastErr)
+			}
+			return fmt.Errorf("sd: set status of %s to %s: %w (the Registrar keeps trying)", r.path, status, ctx.Err())
+		}
+	}
+}
+
 // DeregisterContext stops keeping the node and deletes it, only if the
 // current session owns it. It is idempotent: a missing node is success.
+// When it returns nil, nothing of this registration writes to ZooKeeper
+// again. When ctx ends first it returns an error; a call already sent may
+// then still land, and closing the session removes the node anyway.
 func (r *Registrar) DeregisterContext(ctx context.Context) error {
 	r.runMu.Lock()
 	defer r.runMu.Unlock()
 	r.mu.Lock()
 	r.registered = false
 	r.czxid = 0
+	close(r.converged) // SetStatus callers see it
+	r.converged = make(chan struct{})
 	r.mu.Unlock()
-	r.stopKeeper(ctx)
+	r.stopKeeper()
+	if err := r.waitCalls(ctx); err != nil {
+		return fmt.Errorf("sd: deregister %s: a ZooKeeper call is still under way: %w", r.path, err)
+	}
 	full := r.c.full(r.path)
 	for {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("sd: deregister %s: %w", r.path, err)
-		}
 		var ok bool
 		var stat *zk.Stat
-		err := r.c.do(ctx, func() (err error) { ok, stat, err = r.c.conn.Exists(full); return err })
+		err := r.call(ctx, func() (err error) { ok, stat, err = r.c.conn.Exists(full); return err })
 		if err != nil {
 			return fmt.Errorf("sd: deregister %s: %w", r.path, err)
 		}
 		if !ok || stat.EphemeralOwner != r.c.SessionID() {
 			return nil // gone, or another session's: not ours to delete
 		}
-		err = r.c.do(ctx, func() error { return r.c.conn.Delete(full, stat.Version) })
+		err = r.call(ctx, func() error { return r.c.conn.Delete(full, stat.Version) })
 		if errors.Is(err, zk.ErrBadVersion) {
 			continue
 		}

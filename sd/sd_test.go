@@ -358,8 +358,11 @@ func TestEvictRacingALateWatchEvent(t *testing.T) {
 	}
 	waitSet(t, ch, "127.0.0.1:1002")
 	// A late data event for the evicted node must not bring it back.
-	if err := r.SetStatus(context.Background(), sd.StatusUp); err != nil {
-		t.Fatal(err)
+	// (SetStatus writes only a change: out and back in.)
+	for _, st := range []sd.Status{sd.StatusOutOfService, sd.StatusUp} {
+		if err := r.SetStatus(context.Background(), st); err != nil {
+			t.Fatal(err)
+		}
 	}
 	testutil.WaitFor(t, "the data event handled", func() bool { return in.Stats().Fetches >= 3 })
 	if got := names(in.Instances()); !slices.Equal(got, []string{"ev-1002"}) {

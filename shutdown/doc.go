@@ -15,19 +15,30 @@
 //   - Sequence assembles these and a Registrar into lifecycle steps:
 //     start = listen, serve, ready check, register, ready;
 //     stop = unready, out of service, deregister, flush, quiesce, drain,
-//     close session. Deregister and close session always run. A Report
-//     tells what happened.
+//     close session. Unready, deregister, drain and close session always
+//     run, and fit inside the stop context's deadline (the other steps get
+//     what is left, or are skipped). Requests still in flight when the
+//     drain's bound ends are cut and reported (Report.CutByDrain,
+//     *DrainError). A Report tells what happened.
 //
 // Gateway side:
 //
-//   - Handler verifies a flush request (HMAC-SHA256 signature, timestamp
-//     window, nonce not seen before, bounded body) and answers 200 only once
-//     its Evicter returned.
+//   - Handler verifies a flush request (JSON content type, bounded body,
+//     HMAC-SHA256 signature, timestamp window, its own URL as the target,
+//     nonce not seen before) and answers 200 once its Evicter evicted the
+//     registration named, or 202 with the reason nothing was evicted (not
+//     listed, another registration, a service it does not route).
+//   - DiscoveryEvicter evicts only a registration the gateway's Instancer
+//     lists, from the Instancer and its endpointers.
+//   - ParseSpringQuery reads a Spring-style flush query.
 //
 // # Signing
 //
 // A flush request carries HeaderTimestamp (Unix seconds, decimal),
 // HeaderNonce (random, hex) and HeaderSignature, the hex HMAC-SHA256 with the
-// shared secret of timestamp + "\n" + nonce + "\n" + body; see Sign. Every
-// attempt, retries included, is signed afresh, so a retry is never a replay.
+// shared secret of timestamp + "\n" + nonce + "\n" + body; see Sign. The
+// body is a FlushRequest, which names the target URL (see Audience) and the
+// registration's creation zxid, so a signature is good for one gateway and
+// one registration only. Every attempt, retries included, is signed afresh,
+// so a retry is never a replay.
 package shutdown

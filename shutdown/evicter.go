@@ -2,36 +2,38 @@ package shutdown
 
 import (
 	"context"
-	"net"
-	"strconv"
 
 	"github.com/gracekit/gracekit/endpoint"
 	"github.com/gracekit/gracekit/sd"
 )
 
 // DiscoveryEvicter evicts from a gateway's discovery and load balancing at
-// once: the instance leaves the sd.Instancer's published set (a tombstone
-// keeps it out until ZooKeeper shows it gone or re-created), and every
-// endpointer over that Instancer stops picking it before Evict returns.
-// Endpointers are told the instance as the Instancer publishes it
-// (sd.Instancer.Published), and as the request names it.
+// once, but only the registration a request names: the Instancer evicts the
+// instance with req.ID if it lists it from the node created at req.Czxid
+// (sd.Instancer.EvictRegistration; 0 matches any registration, which the
+// Handler never passes). Then, and only then, every endpointer over that
+// Instancer stops picking the instance, by the string the Instancer
+// publishes for it (sd.Instancer.Published), before Evict returns. The
+// address in the request is never used: a request naming an id the
+// Instancer does not list, or another registration of it, evicts nothing
+// and gets NotListed or OtherRegistration.
 func DiscoveryEvicter(in *sd.Instancer, eps ...*endpoint.Endpointer) Evicter {
-	return EvicterFunc(func(ctx context.Context, inst Instance) error {
+	return EvicterFunc(func(ctx context.Context, req FlushRequest) (Result, error) {
 		if err := ctx.Err(); err != nil {
-			return err
+			return "", err
 		}
-		// The request's address, and ZooKeeper's record of it if that differs.
-		names := []string{net.JoinHostPort(inst.Address, strconv.Itoa(inst.Port))}
-		if known, ok := in.Evict(inst.ID); ok {
-			if name := in.Published(known); name != names[0] {
-				names = append(names, name)
-			}
+		known, res := in.EvictRegistration(req.ID, req.Czxid)
+		switch res {
+		case sd.Evicted:
+		case sd.OtherRegistration:
+			return OtherRegistration, nil
+		default:
+			return NotListed, nil
 		}
+		name := in.Published(known)
 		for _, e := range eps {
-			for _, n := range names {
-				e.Evict(n)
-			}
+			e.Evict(name)
 		}
-		return nil
+		return Evicted, nil
 	})
 }

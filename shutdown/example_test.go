@@ -12,32 +12,38 @@ import (
 func ExampleHandler() {
 	key := []byte("a shared secret, 16 bytes or more")
 
-	// Gateway side: evict from the local view of the "orders" service.
-	evict := shutdown.EvicterFunc(func(_ context.Context, inst shutdown.Instance) error {
-		fmt.Printf("gateway: evict %s %s at %s:%d\n", inst.Service, inst.ID, inst.Address, inst.Port)
-		return nil
+	// Gateway side: evict from the local view of the "orders" service. The
+	// handler answers only requests meant for its own flush URL.
+	evict := shutdown.EvicterFunc(func(_ context.Context, req shutdown.FlushRequest) (shutdown.Result, error) {
+		fmt.Printf("gateway: evict %s %s at %s:%d, registration %d\n", req.Service, req.ID, req.Address, req.Port, req.Czxid)
+		return shutdown.Evicted, nil
 	})
-	h, err := shutdown.NewHandler(key, shutdown.EvicterMap(map[string]shutdown.Evicter{"orders": evict}))
+	gw := httptest.NewUnstartedServer(nil)
+	defer gw.Close()
+	flushURL := "http://" + gw.Listener.Addr().String() + "/flush"
+	h, err := shutdown.NewHandler(key, []string{flushURL}, shutdown.EvicterMap(map[string]shutdown.Evicter{"orders": evict}))
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	gw := httptest.NewServer(h)
-	defer gw.Close()
+	gw.Config.Handler = h
+	gw.Start()
 
-	// Provider side, during its stop.
+	// Provider side, during its stop, after deregistering the node whose
+	// creation zxid Registration returns (sd.Registrar.Czxid).
 	n, err := shutdown.NewNotifier(
 		shutdown.Instance{Service: "orders", ID: "orders-1", Address: "10.0.0.7", Port: 8080},
 		key,
-		shutdown.StaticTargets(gw.URL+"/flush"),
+		shutdown.StaticTargets(flushURL),
+		shutdown.Registration(func() int64 { return 4242 }),
 	)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	reports, err := n.Flush(context.Background())
-	fmt.Println("provider: acked", reports[0].Acked, "after", reports[0].Attempts, "attempt(s), err", err)
+	fmt.Println("provider: acked", reports[0].Acked, "result", reports[0].Result, "after", reports[0].Attempts, "attempt(s), err", err)
 	// Output:
-	// gateway: evict orders orders-1 at 10.0.0.7:8080
-	// provider: acked true after 1 attempt(s), err <nil>
+	// gateway: evict orders orders-1 at 10.0.0.7:8080, registration 4242
+	// provider: acked true result evicted after 1 attempt(s), err <nil>
 }

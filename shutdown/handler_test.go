@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +22,7 @@ func TestHandlerRefusesBadRequestsAndEvictsNothing(t *testing.T) {
 			name: "an unsigned request is unauthorized",
 			give: func(url string) *http.Request {
 				req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"service":"orders","id":"orders-1"}`))
+				req.Header.Set("Content-Type", "application/json")
 				return req
 			},
 			want: http.StatusUnauthorized,
@@ -92,11 +92,11 @@ func TestHandlerRefusesBadRequestsAndEvictsNothing(t *testing.T) {
 			want: http.StatusBadRequest,
 		},
 		{
-			name: "a signed request for an unknown service is not found",
+			name: "a signed request without a czxid is a bad request",
 			give: func(url string) *http.Request {
-				return signedRequest(t, url, secret, shutdown.Instance{Service: "billing", ID: "b-1"}, now)
+				return signedFlush(t, url, secret, shutdown.FlushRequest{Instance: self, Target: url}, now)
 			},
-			want: http.StatusNotFound,
+			want: http.StatusBadRequest,
 		},
 		{
 			name: "a GET is not allowed",
@@ -128,7 +128,7 @@ func (nopCloser) Close() error { return nil }
 
 func TestHandlerRefusesAReplay(t *testing.T) {
 	gw, ev := newGateway(t)
-	body := []byte(`{"service":"orders","id":"orders-1","address":"10.0.0.7","port":8080}`)
+	body := []byte(`{"service":"orders","id":"orders-1","address":"10.0.0.7","port":8080,"czxid":7,"target":"` + gw.URL + `"}`)
 	now := time.Now()
 	if resp := do(t, signedRaw(t, gw.URL, secret, body, now, "nonce-1")); resp.StatusCode != http.StatusOK {
 		t.Fatalf("first request: status %d", resp.StatusCode)
@@ -164,57 +164,38 @@ func TestHandlerAnswers500WhenEvictFails(t *testing.T) {
 	}
 }
 
-func TestHandlerRefusesReplaysOfForgottenNonces(t *testing.T) {
-	ev := &evictions{}
-	h, err := shutdown.NewHandler(secret, shutdown.EvicterMap(map[string]shutdown.Evicter{"orders": ev}), shutdown.NonceCacheSize(2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	body := []byte(`{"service":"orders","id":"orders-1"}`)
-	old := time.Now().Add(-5 * time.Second)
-	send := func(nonce string, ts time.Time) int {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, signedRaw(t, "http://gw/flush", secret, body, ts, nonce))
-		return rec.Code
-	}
-	tests := []struct {
-		name  string
-		nonce string
-		ts    time.Time
-		want  int
-	}{
-		{"the first nonce is accepted", "a", old, http.StatusOK},
-		{"the second nonce fills the cache", "b", old, http.StatusOK},
-		{"a third nonce of the same second forgets the first and is refused", "c", old, http.StatusUnauthorized},
-		{"the replay of the forgotten nonce is refused", "a", old, http.StatusUnauthorized},
-		{"a fresh request is accepted", "d", time.Now(), http.StatusOK},
-	}
-	for _, tt := range tests {
-		if got := send(tt.nonce, tt.ts); got != tt.want {
-			t.Errorf("%s: status %d, want %d", tt.name, got, tt.want)
-		}
-	}
-	if n := ev.count(); n != 3 {
-		t.Errorf("evicted %d times, want 3", n)
-	}
-}
-
 func TestNewHandlerRejectsInvalidInput(t *testing.T) {
 	lookup := shutdown.EvicterMap(nil)
+	auds := []string{"http://gw.example:8080/flush"}
 	tests := []struct {
 		name  string
 		give  func() error
 		wantE string
 	}{
-		{"a short secret", func() error { _, err := shutdown.NewHandler([]byte("short"), lookup); return err }, "shutdown: secret is 5 bytes (minimum 16)"},
-		{"a nil lookup", func() error { _, err := shutdown.NewHandler(secret, nil); return err }, "shutdown: nil evicter lookup"},
-		{"a notifier option", func() error { _, err := shutdown.NewHandler(secret, lookup, shutdown.RetryMax(1)); return err }, "shutdown: option RetryMax does not apply to NewHandler"},
-		{"a tiny body limit", func() error { _, err := shutdown.NewHandler(secret, lookup, shutdown.MaxBodyBytes(1)); return err }, "shutdown: invalid max body bytes 1 (minimum 64)"},
+		{"a short secret", func() error { _, err := shutdown.NewHandler([]byte("short"), auds, lookup); return err }, "shutdown: secret is 5 bytes (minimum 16)"},
+		{"a nil lookup", func() error { _, err := shutdown.NewHandler(secret, auds, nil); return err }, "shutdown: nil evicter lookup"},
+		{"a notifier option", func() error { _, err := shutdown.NewHandler(secret, auds, lookup, shutdown.RetryMax(1)); return err }, "shutdown: option RetryMax does not apply to NewHandler"},
+		{"a tiny body limit", func() error {
+			_, err := shutdown.NewHandler(secret, auds, lookup, shutdown.MaxBodyBytes(1))
+			return err
+		}, "shutdown: invalid max body bytes 1 (minimum 64)"},
 		{"a short window", func() error {
-			_, err := shutdown.NewHandler(secret, lookup, shutdown.TimestampWindow(time.Millisecond))
+			_, err := shutdown.NewHandler(secret, auds, lookup, shutdown.TimestampWindow(time.Millisecond))
 			return err
 		}, "shutdown: invalid timestamp window 1ms (minimum 1s)"},
-		{"an empty nonce cache", func() error { _, err := shutdown.NewHandler(secret, lookup, shutdown.NonceCacheSize(0)); return err }, "shutdown: invalid nonce cache size 0 (minimum 1)"},
+		{"no audience", func() error { _, err := shutdown.NewHandler(secret, nil, lookup); return err },
+			"shutdown: 0 audiences (minimum 1: the flush URLs the handler answers at)"},
+		{"a relative audience", func() error { _, err := shutdown.NewHandler(secret, []string{"/flush"}, lookup); return err },
+			`shutdown: invalid flush URL "/flush" (need an absolute http or https URL)`},
+		{"a nil refusal counter", func() error {
+			_, err := shutdown.NewHandler(secret, auds, lookup, shutdown.RefusalCounter(nil))
+			return err
+		},
+			"shutdown: nil refusal counter"},
+		{"an empty nonce cache", func() error {
+			_, err := shutdown.NewHandler(secret, auds, lookup, shutdown.NonceCacheSize(0))
+			return err
+		}, "shutdown: invalid nonce cache size 0 (minimum 1)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+" is rejected", func(t *testing.T) {

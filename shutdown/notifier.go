@@ -36,6 +36,10 @@ type FlushReport struct {
 	Spring bool
 	// Acked is true when the target answered 2xx.
 	Acked bool
+	// Result is what the gateway said it did (HeaderResult): Evicted, or
+	// NotListed, OtherRegistration or NotRouted when it changed nothing.
+	// Empty when it did not say, as Spring targets do not.
+	Result Result
 	// Attempts is how many requests were sent.
 	Attempts int
 	// Duration is the time from the first attempt to the outcome.
@@ -62,7 +66,6 @@ func (e *FlushError) Unwrap() error { return e.Err }
 // use.
 type Notifier struct {
 	self    Instance
-	body    []byte
 	secret  []byte
 	opts    *options
 	client  *http.Client
@@ -70,9 +73,15 @@ type Notifier struct {
 	rlogger any  // go-retryablehttp's logger: nil (silent) or a LeveledLogger
 }
 
+// ErrNoRegistration is the error of a signed flush target when the
+// Registration func returns no creation zxid (0): there is no registration
+// a gateway could evict, so nothing is sent.
+var ErrNoRegistration = errors.New("shutdown: no registration to flush (czxid 0, minimum 1)")
+
 // NewNotifier returns a Notifier that asks gateways to evict self, signing
 // its requests with secret (at least MinSecretLen bytes). Targets come from
 // StaticTargets, Targets and SpringTargets; with none, Flush does nothing.
+// StaticTargets and Targets need the Registration option.
 func NewNotifier(self Instance, secret []byte, opts ...Option) (*Notifier, error) {
 	if self.Service == "" || self.ID == "" {
 		return nil, fmt.Errorf("shutdown: instance needs a service and an id (got %q, %q)", self.Service, self.ID)
@@ -84,11 +93,10 @@ func NewNotifier(self Instance, secret []byte, opts ...Option) (*Notifier, error
 	if err != nil {
 		return nil, err
 	}
-	body, err := json.Marshal(self)
-	if err != nil {
-		return nil, fmt.Errorf("shutdown: encode instance: %w", err)
+	if (len(o.static) > 0 || o.source != nil) && o.registration == nil {
+		return nil, errors.New("shutdown: StaticTargets and Targets need the Registration option (signed flushes name the registration they end)")
 	}
-	n := &Notifier{self: self, body: body, secret: append([]byte(nil), secret...), opts: o, client: o.client}
+	n := &Notifier{self: self, secret: append([]byte(nil), secret...), opts: o, client: o.client}
 	if n.client == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		n.client = &http.Client{Transport: tr, Timeout: o.attemptTimeout}
@@ -134,15 +142,22 @@ func (n *Notifier) targets() []flushTarget {
 
 // Flush calls every target in parallel and returns when each one acked or
 // gave up: after the retries (each attempt signed afresh), or when ctx is
-// done, which bounds every attempt and every backoff. It returns one report
+// done, which bounds every attempt and every backoff. A signed request's
+// body is a FlushRequest naming self, the registration (the Registration
+// func, asked once per Flush) and the target URL as the gateway's audience.
+// Any 2xx is an acknowledgement, whatever its Result. It returns one report
 // per target, in the order static, source, Spring targets, and the joined
 // *FlushError of the targets that did not ack.
 func (n *Notifier) Flush(ctx context.Context) ([]FlushReport, error) {
 	ts := n.targets()
+	var czxid int64
+	if n.opts.registration != nil {
+		czxid = n.opts.registration()
+	}
 	reports := make([]FlushReport, len(ts))
 	var wg sync.WaitGroup
 	for i, t := range ts {
-		wg.Go(func() { reports[i] = n.flushOne(ctx, t) })
+		wg.Go(func() { reports[i] = n.flushOne(ctx, t, czxid) })
 	}
 	wg.Wait()
 	if n.owned {
@@ -157,27 +172,35 @@ func (n *Notifier) Flush(ctx context.Context) ([]FlushReport, error) {
 	return reports, errors.Join(errs...)
 }
 
-func (n *Notifier) flushOne(ctx context.Context, t flushTarget) FlushReport {
+func (n *Notifier) flushOne(ctx context.Context, t flushTarget, czxid int64) FlushReport {
 	begin := time.Now()
 	rep := FlushReport{Target: redact(t.url), Spring: t.spring}
 	var resp *http.Response
 	err := func() error {
-		if err := checkURL(t.url); err != nil {
+		aud, err := Audience(t.url)
+		if err != nil {
 			return err
 		}
 		var req *retryablehttp.Request
-		var err error
+		var body []byte
 		if t.spring {
 			req, err = retryablehttp.NewRequestWithContext(ctx, http.MethodGet, n.springURL(t.url), nil)
 		} else {
-			req, err = retryablehttp.NewRequestWithContext(ctx, http.MethodPost, t.url, n.body)
+			if czxid <= 0 {
+				return ErrNoRegistration
+			}
+			body, err = json.Marshal(FlushRequest{Instance: n.self, Czxid: czxid, Target: aud})
+			if err != nil {
+				return fmt.Errorf("shutdown: encode flush request: %w", err)
+			}
+			req, err = retryablehttp.NewRequestWithContext(ctx, http.MethodPost, t.url, body)
 		}
 		if err != nil {
 			return err
 		}
 		if !t.spring {
 			req.Header.Set("Content-Type", "application/json")
-			signHeaders(req.Header, n.secret, n.body, time.Now())
+			signHeaders(req.Header, n.secret, body, time.Now())
 		}
 		c := &retryablehttp.Client{
 			HTTPClient:   n.client,
@@ -195,7 +218,7 @@ func (n *Notifier) flushOne(ctx context.Context, t flushTarget) FlushReport {
 					// The request is a shallow copy: do not touch the
 					// header map the previous attempt may still read.
 					r.Header = r.Header.Clone()
-					signHeaders(r.Header, n.secret, n.body, time.Now())
+					signHeaders(r.Header, n.secret, body, time.Now())
 				}
 				return nil
 			},
@@ -208,6 +231,8 @@ func (n *Notifier) flushOne(ctx context.Context, t flushTarget) FlushReport {
 		_ = resp.Body.Close()
 		if resp.StatusCode < 200 || resp.StatusCode > 299 {
 			err = fmt.Errorf("status %s", resp.Status)
+		} else if r := Result(resp.Header.Get(HeaderResult)); r.valid() {
+			rep.Result = r
 		}
 	}
 	rep.Duration = time.Since(begin)
@@ -217,7 +242,7 @@ func (n *Notifier) flushOne(ctx context.Context, t flushTarget) FlushReport {
 		if err != nil {
 			l.Warn("flush not acknowledged", "target", rep.Target, "instance", n.self.ID, "attempts", rep.Attempts, "err", err)
 		} else {
-			l.Debug("flush acknowledged", "target", rep.Target, "instance", n.self.ID, "attempts", rep.Attempts, "duration", rep.Duration)
+			l.Debug("flush acknowledged", "target", rep.Target, "instance", n.self.ID, "result", rep.Result, "attempts", rep.Attempts, "duration", rep.Duration)
 		}
 	}
 	return rep

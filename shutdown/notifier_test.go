@@ -16,7 +16,7 @@ import (
 
 func newNotifier(t *testing.T, opts ...shutdown.Option) *shutdown.Notifier {
 	t.Helper()
-	n, err := shutdown.NewNotifier(self, secret, opts...)
+	n, err := shutdown.NewNotifier(self, secret, append([]shutdown.Option{registration}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,13 +50,14 @@ func TestNotifierFlushesEveryTarget(t *testing.T) {
 }
 
 func TestNotifierSignsEveryAttemptAfresh(t *testing.T) {
-	gw, ev := newGateway(t)
 	var (
 		mu     sync.Mutex
 		nonces []string
+		gw     *httptest.Server
 	)
-	// A proxy in front of the gateway that fails the first two attempts.
-	flaky := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	// A proxy in front of the gateway that fails the first two attempts;
+	// the notifier calls the proxy, so its URL is the gateway's audience.
+	flaky := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		nonces = append(nonces, r.Header.Get(shutdown.HeaderNonce))
 		n := len(nonces)
@@ -69,6 +70,8 @@ func TestNotifierSignsEveryAttemptAfresh(t *testing.T) {
 		gwHandler(t, gw.URL).ServeHTTP(w, r)
 	}))
 	defer flaky.Close()
+	gw, ev := newGatewayWith(t, []string{"http://" + flaky.Listener.Addr().String()})
+	flaky.Start()
 
 	n := newNotifier(t, shutdown.StaticTargets(flaky.URL), shutdown.RetryWait(time.Millisecond, 5*time.Millisecond))
 	reports, err := n.Flush(context.Background())
@@ -199,6 +202,10 @@ func TestNewNotifierRejectsInvalidInput(t *testing.T) {
 			return err
 		},
 			`shutdown: invalid flush URL "/flush" (need an absolute http or https URL)`},
+		{"signed targets without a registration", func() error {
+			_, err := shutdown.NewNotifier(self, secret, shutdown.StaticTargets("http://gw/flush"))
+			return err
+		}, "shutdown: StaticTargets and Targets need the Registration option (signed flushes name the registration they end)"},
 		{"a handler option", func() error { _, err := shutdown.NewNotifier(self, secret, shutdown.MaxBodyBytes(100)); return err },
 			"shutdown: option MaxBodyBytes does not apply to NewNotifier"},
 		{"too many retries", func() error { _, err := shutdown.NewNotifier(self, secret, shutdown.RetryMax(11)); return err },

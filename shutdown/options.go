@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/go-kit/kit/metrics"
 )
 
 // Defaults of the Notifier and Handler options.
@@ -51,11 +53,14 @@ type options struct {
 	retryWaitMax   time.Duration
 	attemptTimeout time.Duration
 	client         *http.Client
+	registration   func() int64
 
 	// Handler.
 	window    time.Duration
 	maxBody   int64
 	nonceSize int
+	refusals  metrics.Counter
+	results   metrics.Counter
 }
 
 type option struct {
@@ -199,13 +204,70 @@ func MaxBodyBytes(n int64) Option {
 }
 
 // NonceCacheSize sets how many recent nonces the handler remembers to refuse
-// replays. Default DefaultNonceCacheSize.
+// replays; when it is full the oldest is forgotten, so volume never makes
+// the handler refuse a valid flush. Default DefaultNonceCacheSize.
 func NonceCacheSize(n int) Option {
 	return option{"NonceCacheSize", forHandler, func(o *options) error {
 		if n < 1 {
 			return fmt.Errorf("shutdown: invalid nonce cache size %d (minimum 1)", n)
 		}
 		o.nonceSize = n
+		return nil
+	}}
+}
+
+// Registration sets how a Notifier learns the registration it ends: czxid
+// returns the creation zxid of the instance's ZooKeeper node
+// (sd.Registrar.Czxid), asked once per Flush. Every signed request carries
+// it, and a gateway evicts only that registration, so a replayed request
+// can never end a later one. Required with StaticTargets or Targets.
+func Registration(czxid func() int64) Option {
+	return option{"Registration", forNotifier, func(o *options) error {
+		if czxid == nil {
+			return fmt.Errorf("shutdown: nil registration func")
+		}
+		o.registration = czxid
+		return nil
+	}}
+}
+
+// Refusal reasons, the "reason" label of the RefusalCounter.
+const (
+	ReasonMethod      = "method"       // 405: not a POST
+	ReasonContentType = "content-type" // 415: not application/json
+	ReasonTooLarge    = "too-large"    // 413: body over MaxBodyBytes
+	ReasonUnreadable  = "unreadable"   // 400: the body could not be read
+	ReasonUnsigned    = "unsigned"     // 401: signature headers missing or malformed
+	ReasonForged      = "forged"       // 401: wrong signature
+	ReasonStale       = "stale"        // 401: timestamp outside TimestampWindow
+	ReasonAudience    = "audience"     // 401: target is not one of the handler's audiences
+	ReasonReplay      = "replay"       // 401: nonce seen before
+	ReasonMalformed   = "malformed"    // 400: body is not a valid FlushRequest
+	ReasonEvictFailed = "evict-failed" // 500: the Evicter returned an error
+)
+
+// RefusalCounter counts the requests a Handler refuses, with a "reason"
+// label (ReasonMethod and the other Reason constants). Refusals are also
+// logged, at most one line per reason per second; the counter has them all.
+func RefusalCounter(c metrics.Counter) Option {
+	return option{"RefusalCounter", forHandler, func(o *options) error {
+		if c == nil {
+			return fmt.Errorf("shutdown: nil refusal counter")
+		}
+		o.refusals = c
+		return nil
+	}}
+}
+
+// ResultCounter counts the flush requests a Handler acknowledged, with a
+// "result" label: a Result (evicted, not-listed, other-registration,
+// not-routed).
+func ResultCounter(c metrics.Counter) Option {
+	return option{"ResultCounter", forHandler, func(o *options) error {
+		if c == nil {
+			return fmt.Errorf("shutdown: nil result counter")
+		}
+		o.results = c
 		return nil
 	}}
 }

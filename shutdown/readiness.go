@@ -7,36 +7,45 @@ import (
 
 // Readiness is the state behind the /readyz and /livez probes. The zero
 // value is not ready. Its methods are safe for concurrent use.
+//
+// Its state only moves forward: not ready, ready, stopping. Once
+// SetUnready was called the instance is stopping and never ready again,
+// whatever SetReady calls race it or follow it.
 type Readiness struct {
-	ready    atomic.Bool
-	stopping atomic.Bool
+	state atomic.Int32 // a readinessState
 }
+
+type readinessState = int32
+
+const (
+	stateNotReady readinessState = iota
+	stateReady
+	stateStopping
+)
 
 // SetReady marks the instance ready, unless SetUnready was called: a stopping
 // instance never becomes ready again.
 func (r *Readiness) SetReady() {
-	if !r.stopping.Load() {
-		r.ready.Store(true)
-	}
+	r.state.CompareAndSwap(stateNotReady, stateReady)
 }
 
-// SetUnready marks the instance as stopping; it is not ready from now on.
+// SetUnready marks the instance as stopping; it is not ready from now on,
+// for good.
 func (r *Readiness) SetUnready() {
-	r.stopping.Store(true)
-	r.ready.Store(false)
+	r.state.Store(stateStopping)
 }
 
 // Ready reports whether the instance is ready.
-func (r *Readiness) Ready() bool { return r.ready.Load() }
+func (r *Readiness) Ready() bool { return r.state.Load() == stateReady }
 
 // ReadyHandler answers /readyz: 200 "ok" when ready, 503 "not ready" before
 // registration succeeded and 503 "stopping" once the stop began.
 func (r *Readiness) ReadyHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		switch {
-		case r.ready.Load():
+		switch r.state.Load() {
+		case stateReady:
 			writeText(w, http.StatusOK, "ok")
-		case r.stopping.Load():
+		case stateStopping:
 			writeText(w, http.StatusServiceUnavailable, "stopping")
 		default:
 			writeText(w, http.StatusServiceUnavailable, "not ready")

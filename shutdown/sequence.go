@@ -26,10 +26,11 @@ import (
 //	flush         -                  Notifier.Flush
 //	registration  register (UP)      deregister (Always)
 //	status        -                  set OUT_OF_SERVICE
-//	readiness     ready              unready, Tracker.StartDraining
+//	readiness     ready              unready, Tracker.StartDraining (Always)
 //
 // So the stop runs: readiness, status, registration, flush, quiesce, serve,
-// listen, session.
+// listen, session. See lifecycle.Step.Always for what Always steps are
+// given under a stop deadline.
 const (
 	StepSession      = "session"
 	StepListen       = "listen"
@@ -54,13 +55,14 @@ const (
 	DefaultCloseTimeout        = time.Second
 )
 
+// maxCutReserve bounds the part of the drain's bound kept, after waiting
+// for requests in flight, to close the connections left and see Serve
+// return: a tenth of the bound, at most this.
+const maxCutReserve = 100 * time.Millisecond
+
 // idleConnGrace is how long the drain lets Shutdown close idle
 // connections once no request is in flight, before it closes the rest.
 const idleConnGrace = 100 * time.Millisecond
-
-// serveExitWait bounds the wait for Serve to return once the server is shut
-// down or closed.
-const serveExitWait = time.Second
 
 // quickTimeout bounds the stop steps that only flip state or close a
 // listener.
@@ -93,7 +95,9 @@ type Config struct {
 	CloseSession func(ctx context.Context) error
 
 	// StartTimeout bounds each start step; zero is
-	// lifecycle.DefaultStartTimeout.
+	// lifecycle.DefaultStartTimeout. The start context's deadline, less a
+	// margin, bounds each step too (see lifecycle.Engine.Start): a
+	// registration conflict is returned before the caller gives up.
 	StartTimeout        time.Duration
 	OutOfServiceTimeout time.Duration
 	DeregisterTimeout   time.Duration
@@ -103,7 +107,10 @@ type Config struct {
 	QuietWindow time.Duration
 	// MaxQuiesce bounds the quiesce, which reaches it when a target did not
 	// ack or requests keep arriving.
-	MaxQuiesce   time.Duration
+	MaxQuiesce time.Duration
+	// DrainTimeout bounds the drain: the wait for requests in flight, then
+	// closing the connections of those that did not finish (counted in
+	// Report.CutByDrain and returned as a *DrainError).
 	DrainTimeout time.Duration
 	CloseTimeout time.Duration
 }
@@ -132,9 +139,36 @@ type Report struct {
 	// InFlightAtDrain is the number of requests in flight when the drain
 	// began.
 	InFlightAtDrain int
+	// CutByDrain is the number of requests still in flight when the
+	// drain's bound ended: the drain closed their connections, so their
+	// clients got no response. Stop's error then includes a *DrainError.
+	CutByDrain int
 	// Err is what Stop returned.
 	Err error
 }
+
+// DrainError says that requests were still in flight when the drain's
+// bound ended, and were cut: with a Server, their connections were
+// closed. Stop's error includes it; errors.As finds it.
+type DrainError struct {
+	// Cut is the number of requests cut.
+	Cut int
+	// Bound is how long the drain had: Config.DrainTimeout, or less when
+	// the stop deadline was nearer.
+	Bound time.Duration
+	// DrainTimeout is Config.DrainTimeout.
+	DrainTimeout time.Duration
+	// Err is the drain context's error.
+	Err error
+}
+
+func (e *DrainError) Error() string {
+	return fmt.Sprintf("shutdown: drain: %d request(s) cut: still in flight at the end of the drain's bound of %s (DrainTimeout %s): %v",
+		e.Cut, e.Bound.Round(time.Millisecond), e.DrainTimeout, e.Err)
+}
+
+// Unwrap returns the drain context's error.
+func (e *DrainError) Unwrap() error { return e.Err }
 
 // Sequence is a provider's start and stop, as lifecycle steps.
 type Sequence struct {
@@ -212,7 +246,7 @@ func (s *Sequence) steps() []lifecycle.Step {
 			lifecycle.Step{Name: StepServe, Start: s.serve, Stop: s.drain, StartTimeout: c.StartTimeout, StopTimeout: c.DrainTimeout, Always: true},
 		)
 	} else {
-		steps = append(steps, lifecycle.Step{Name: StepServe, Stop: s.drain, StopTimeout: c.DrainTimeout})
+		steps = append(steps, lifecycle.Step{Name: StepServe, Stop: s.drain, StopTimeout: c.DrainTimeout, Always: true})
 	}
 	steps = append(steps, lifecycle.Step{Name: StepQuiesce, Stop: s.quiesce, StopTimeout: c.MaxQuiesce + quickTimeout})
 	if c.ReadyCheck != nil {
@@ -224,7 +258,9 @@ func (s *Sequence) steps() []lifecycle.Step {
 	return append(steps,
 		lifecycle.Step{Name: StepRegistration, Start: s.register, Stop: s.deregister, StartTimeout: c.StartTimeout, StopTimeout: c.DeregisterTimeout, Always: true},
 		lifecycle.Step{Name: StepStatus, Stop: s.outOfService, StopTimeout: c.OutOfServiceTimeout},
-		lifecycle.Step{Name: StepReadiness, Start: s.ready, Stop: s.unready, StartTimeout: c.StartTimeout, StopTimeout: quickTimeout},
+		// Always: flipping a flag costs nothing, and the probe must say
+		// "stopping" whatever the stop context.
+		lifecycle.Step{Name: StepReadiness, Start: s.ready, Stop: s.unready, StartTimeout: c.StartTimeout, StopTimeout: quickTimeout, Always: true},
 	)
 }
 
@@ -235,10 +271,19 @@ func (s *Sequence) Start(ctx context.Context) error { return s.engine.Start(ctx)
 
 // Stop marks the instance unready, out of service, deregisters it, flushes
 // the gateways, quiesces, drains and closes the session, each step bounded,
-// and returns the steps' errors joined. Deregistering and closing the session
-// run even after a failed or timed-out step, or an expired ctx. When Stop
-// returns, the serve goroutine has exited unless the drain timed out on a
-// Server that ignores Close. Stop is idempotent.
+// and returns the steps' errors joined. Requests cut by the drain are
+// counted in the Report and make the error include a *DrainError.
+//
+// The unready, deregister, drain and close steps run even after a failed
+// or timed-out step. When ctx has a deadline, their bounds are taken from
+// it (see lifecycle.Engine.Stop): they all run and Stop returns before the
+// deadline, the drain, deregister and close sharing the time left in
+// proportion to their timeouts when it is short, while the out-of-service,
+// flush and quiesce steps get only the time beyond their reserve, or are
+// skipped. When ctx is already done, those four still run, with their own
+// timeouts, and the others are skipped. When Stop returns, the serve
+// goroutine has exited unless the drain ran out of time on a Server that
+// ignores Close. Stop is idempotent.
 func (s *Sequence) Stop(ctx context.Context) error {
 	begin := time.Now()
 	err := s.engine.Stop(ctx)
@@ -251,6 +296,10 @@ func (s *Sequence) Stop(ctx context.Context) error {
 	}
 	return err
 }
+
+// StopTotal returns the sum of the stop steps' timeouts: the stop deadline
+// under which no step is shortened.
+func (s *Sequence) StopTotal() time.Duration { return s.engine.StopTotal() }
 
 // Report returns what the last stop did; call it after Stop.
 func (s *Sequence) Report() Report {
@@ -420,13 +469,29 @@ func (s *Sequence) quiesce(ctx context.Context) error {
 	}
 }
 
+// drain waits for the requests in flight, bounded by ctx less a reserve
+// for cutting what is left: it closes the server's connections and counts
+// the requests still in flight as cut.
 func (s *Sequence) drain(ctx context.Context) error {
+	begin := time.Now()
+	bound := s.cfg.DrainTimeout
+	wait := ctx // for the requests in flight
+	if dl, ok := ctx.Deadline(); ok {
+		bound = dl.Sub(begin)
+		var cancel context.CancelFunc
+		wait, cancel = context.WithDeadline(ctx, dl.Add(-min(bound/10, maxCutReserve)))
+		defer cancel()
+	}
 	s.mu.Lock()
 	s.report.InFlightAtDrain = s.cfg.Tracker.InFlight()
 	s.mu.Unlock()
-	var errs []error
+	var (
+		errs   []error
+		cut    int
+		waited error // wait's error when it ended with requests in flight
+	)
 	if srv := s.cfg.Server; srv != nil {
-		sctx, cancel := context.WithCancel(ctx)
+		sctx, cancel := context.WithCancel(wait)
 		defer cancel()
 		shut := make(chan error, 1)
 		go func() { shut <- srv.Shutdown(sctx) }()
@@ -434,7 +499,7 @@ func (s *Sequence) drain(ctx context.Context) error {
 		// connections that never sent a request (a client's spare dial):
 		// Go counts those idle only after 5 s. Give it a moment, then cut
 		// them, unless a request started meanwhile.
-		drained := s.cfg.Tracker.Drain(ctx)
+		drained := s.cfg.Tracker.Drain(wait)
 		for drained == nil {
 			t := time.NewTimer(idleConnGrace)
 			select {
@@ -447,30 +512,41 @@ func (s *Sequence) drain(ctx context.Context) error {
 				cancel()
 				break
 			}
-			drained = s.cfg.Tracker.Drain(ctx)
+			drained = s.cfg.Tracker.Drain(wait)
 		}
 		if err := <-shut; err != nil {
-			if drained != nil || !errors.Is(err, context.Canceled) {
+			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 				errs = append(errs, fmt.Errorf("shutdown: server shutdown: %w", err))
+			}
+			if drained != nil {
+				waited = drained
+				cut = s.cfg.Tracker.InFlight() // counted before their connections go
 			}
 			_ = srv.Close() // cut the connections still open
 		}
+	} else if err := s.cfg.Tracker.Drain(wait); err != nil {
+		waited, cut = err, s.cfg.Tracker.InFlight()
 	}
-	if err := s.cfg.Tracker.Drain(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("shutdown: %d request(s) still in flight: %w", s.cfg.Tracker.InFlight(), err))
+	if cut > 0 {
+		s.mu.Lock()
+		s.report.CutByDrain = cut
+		s.mu.Unlock()
+		errs = append(errs, &DrainError{Cut: cut, Bound: bound, DrainTimeout: s.cfg.DrainTimeout, Err: waited})
 	}
 	if s.serveDone != nil {
-		// Serve returns promptly after Shutdown or Close; give it its own
-		// bound, since ctx may have run out in Shutdown already.
-		t := time.NewTimer(serveExitWait)
-		defer t.Stop()
+		// Serve returns promptly after Shutdown or Close; the reserve
+		// left in ctx is for this wait.
+		select {
+		case <-s.serveDone:
+		case <-ctx.Done():
+		}
 		select {
 		case <-s.serveDone:
 			if s.serveErr != nil {
 				errs = append(errs, fmt.Errorf("shutdown: serve: %w", s.serveErr))
 			}
-		case <-t.C:
-			errs = append(errs, fmt.Errorf("shutdown: serve goroutine did not exit within %v of the server's close", serveExitWait))
+		default:
+			errs = append(errs, fmt.Errorf("shutdown: serve goroutine did not exit within the drain's bound of %s", bound.Round(time.Millisecond)))
 		}
 	}
 	return errors.Join(errs...)

@@ -7,27 +7,104 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 )
 
-// Headers of a signed flush request.
+// Headers of a signed flush request, and of its answer.
 const (
 	HeaderTimestamp = "Gracekit-Timestamp"
 	HeaderNonce     = "Gracekit-Nonce"
 	HeaderSignature = "Gracekit-Signature"
+	// HeaderResult carries the Result of an acknowledged flush.
+	HeaderResult = "Gracekit-Flush-Result"
 )
 
 // MinSecretLen is the shortest accepted shared secret, in bytes.
 const MinSecretLen = 16
 
-// Instance names the provider instance to evict. It is the JSON body of a
-// flush request.
+// Instance names a provider instance: the Notifier's self.
 type Instance struct {
 	Service string `json:"service"`
 	ID      string `json:"id"`
 	Address string `json:"address"`
 	Port    int    `json:"port"`
+}
+
+// FlushRequest is the signed JSON body of a flush request: the instance to
+// evict, the registration it ends and the gateway it is meant for. The
+// signature covers all of it, so a request can only ever end that
+// registration, at that gateway.
+type FlushRequest struct {
+	Instance
+	// Czxid is the creation zxid of the instance's ZooKeeper node: the
+	// registration that is stopping. A gateway evicts the instance only
+	// while it lists that very registration, never a re-registration. The
+	// Handler refuses a request without one (400).
+	Czxid int64 `json:"czxid"`
+	// Target is the audience: the flush URL the Notifier called, in the
+	// form Audience returns. A Handler refuses a request whose target is
+	// not one of its own audiences (401).
+	Target string `json:"target"`
+}
+
+// Result says what a gateway did with an authenticated flush request. It is
+// sent in the HeaderResult header of a 2xx answer; the Notifier counts every
+// one of them as an acknowledgement.
+type Result string
+
+// Results of a flush request.
+const (
+	// Evicted: the instance left the gateway's view (status 200).
+	Evicted Result = "evicted"
+	// NotListed: the gateway lists no instance with that id; nothing
+	// changed (status 202).
+	NotListed Result = "not-listed"
+	// OtherRegistration: the gateway lists the id, but from another
+	// registration (another creation zxid, typically a restart); nothing
+	// changed (status 202).
+	OtherRegistration Result = "other-registration"
+	// NotRouted: the gateway does not route the service; nothing changed
+	// (status 202).
+	NotRouted Result = "not-routed"
+)
+
+// status is the HTTP status a Handler answers r with.
+func (r Result) status() int {
+	if r == Evicted {
+		return http.StatusOK
+	}
+	return http.StatusAccepted
+}
+
+func (r Result) valid() bool {
+	switch r {
+	case Evicted, NotListed, OtherRegistration, NotRouted:
+		return true
+	}
+	return false
+}
+
+// Audience returns the form of a flush URL that flush requests name as
+// their target: the URL with its scheme and host in lower case, without
+// user information or fragment. The path and query stay as they are, so
+// "http://gw/flush" and "http://gw/flush/" are two audiences. The URL must
+// be an absolute http or https URL.
+func Audience(rawURL string) (string, error) {
+	if err := checkURL(rawURL); err != nil {
+		return "", err
+	}
+	u, _ := url.Parse(rawURL) // checked
+	c := url.URL{
+		Scheme:   strings.ToLower(u.Scheme),
+		Host:     strings.ToLower(u.Host),
+		Path:     u.Path,
+		RawPath:  u.RawPath,
+		RawQuery: u.RawQuery,
+	}
+	return c.String(), nil
 }
 
 // Sign returns the hex HMAC-SHA256, keyed with secret, of

@@ -146,6 +146,6 @@ func run(mode string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("STOPREPORT %s\n", b)
+	fmt.Printf("STOPREPORT %s,\"cut_by_drain\":%d}\n", b[:len(b)-1], seq.Report().CutByDrain) // requests the drain timeout cut (issue 8, case 18)
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	kitendpoint "github.com/go-kit/kit/endpoint"
+	"github.com/go-kit/kit/metrics"
 
 	"github.com/gracekit/gracekit/endpoint"
 	"github.com/gracekit/gracekit/sd"
@@ -65,7 +66,7 @@ func StartProvider(ctx context.Context, cfg ProviderConfig) (*Provider, error) {
 	if len(cfg.FlushURL) > 0 {
 		notifier, err = shutdown.NewNotifier(
 			shutdown.Instance{Service: cfg.Service, ID: cfg.ID, Address: "127.0.0.1", Port: port},
-			Secret, shutdown.StaticTargets(cfg.FlushURL...))
+			Secret, shutdown.StaticTargets(cfg.FlushURL...), shutdown.Registration(reg.Czxid))
 		if err != nil {
 			ln.Close()
 			client.Close()
@@ -115,7 +116,9 @@ type Gateway struct {
 	Instancer  *sd.Instancer
 	Endpointer *endpoint.Endpointer
 	FlushURL   string
-	Flushes    atomic.Int64 // flush requests that evicted
+	Flushes    atomic.Int64 // flush requests for the service that were acknowledged
+	// Results counts the acknowledged flush requests by shutdown.Result.
+	Results struct{ Evicted, NotListed, OtherRegistration, NotRouted atomic.Int64 }
 
 	client  *sd.Client
 	factory *endpoint.HTTPFactory
@@ -161,27 +164,39 @@ func StartGateway(connect, service string) (g *Gateway, err error) {
 	if g.Call, err = endpoint.NewRetry(rr, endpoint.Attempts(3)); err != nil {
 		return nil, err
 	}
-	evict := shutdown.DiscoveryEvicter(g.Instancer, g.Endpointer)
-	h, err := shutdown.NewHandler(Secret, func(s string) (shutdown.Evicter, bool) {
-		if s != service {
-			return nil, false
-		}
-		return shutdown.EvicterFunc(func(ctx context.Context, inst shutdown.Instance) error {
-			err := evict.Evict(ctx, inst)
-			if err == nil {
-				g.Flushes.Add(1)
-			}
-			return err
-		}), true
-	})
-	if err != nil {
-		return nil, err
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	g.FlushURL = "http://" + ln.Addr().String() + "/flush"
+	evict := shutdown.DiscoveryEvicter(g.Instancer, g.Endpointer)
+	h, err := shutdown.NewHandler(Secret, []string{g.FlushURL}, func(s string) (shutdown.Evicter, bool) {
+		if s != service {
+			return nil, false
+		}
+		return shutdown.EvicterFunc(func(ctx context.Context, req shutdown.FlushRequest) (shutdown.Result, error) {
+			res, err := evict.Evict(ctx, req)
+			if err == nil {
+				g.Flushes.Add(1)
+			}
+			return res, err
+		}), true
+	}, shutdown.ResultCounter(resultCounter(func(r string) {
+		switch shutdown.Result(r) {
+		case shutdown.Evicted:
+			g.Results.Evicted.Add(1)
+		case shutdown.NotListed:
+			g.Results.NotListed.Add(1)
+		case shutdown.OtherRegistration:
+			g.Results.OtherRegistration.Add(1)
+		case shutdown.NotRouted:
+			g.Results.NotRouted.Add(1)
+		}
+	})))
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
 	g.srv = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		defer close(g.done)
@@ -191,6 +206,22 @@ func StartGateway(connect, service string) (g *Gateway, err error) {
 	}()
 	return g, nil
 }
+
+// resultCounter is a go-kit metrics.Counter that calls add with the value
+// of its "result" label.
+type resultCounter func(result string)
+
+func (c resultCounter) With(labelValues ...string) metrics.Counter {
+	for i := 0; i+1 < len(labelValues); i += 2 {
+		if labelValues[i] == "result" {
+			r := labelValues[i+1]
+			return resultCounter(func(string) { c(r) })
+		}
+	}
+	return c
+}
+
+func (c resultCounter) Add(float64) { c("") }
 
 // WaitInstances waits until the endpointer balances over n instances.
 func (g *Gateway) WaitInstances(ctx context.Context, n int) error {

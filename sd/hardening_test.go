@@ -1,0 +1,378 @@
+package sd_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	kitsd "github.com/go-kit/kit/sd"
+	"github.com/go-zookeeper/zk"
+
+	"github.com/gracekit/gracekit/internal/testutil"
+	"github.com/gracekit/gracekit/sd"
+	"github.com/gracekit/gracekit/zktest"
+)
+
+// These tests lock the cases of issue 8 (hardening) that live in sd; each
+// is named after its case and failed before the fix.
+
+// Issue 8, case 1: one child the Instancer cannot read (an ACL it lacks)
+// must not blank the service; it is skipped, counted once, retried, and its
+// deletion is applied at once.
+func TestUnreadableChildIsSkippedCountedOnceAndRetried(t *testing.T) {
+	c := zktest.New(t)
+	provider, consumer := newClient(t, c), newClient(t, c)
+	register(t, provider, instance("acl", 8101))
+
+	// A node only its owner may read, beside the readable one.
+	owner := testutil.ZKConn(t, c.Addrs())
+	if err := owner.AddAuth("digest", []byte("owner:pw")); err != nil {
+		t.Fatal(err)
+	}
+	secret := "/services/acl/hidden"
+	if _, err := owner.Create(secret, validNode(t, "acl", "hidden", 8102), 0, zk.DigestACL(zk.PermAll, "owner", "pw")); err != nil {
+		t.Fatal(err)
+	}
+
+	in, err := sd.NewInstancerContext(ctxFor(t), consumer, "acl")
+	if err != nil {
+		t.Fatalf("the first load failed because of one unreadable node: %v", err)
+	}
+	t.Cleanup(in.Stop)
+	ch := make(chan kitsd.Event, 64)
+	in.Register(ch)
+	t.Cleanup(func() { in.Deregister(ch) })
+	waitSet(t, ch, "127.0.0.1:8101")
+	if err := in.Err(); err != nil {
+		t.Fatalf("Err() = %v; an unreadable node is skipped, not an error of the set", err)
+	}
+
+	// Retried later, but reported once per node.
+	testutil.WaitFor(t, "a second read of the unreadable node", func() bool { return in.Stats().Unreadable >= 1 && in.Stats().Fetches >= 3 })
+	deadline := time.Now().Add(1500 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := in.Stats().Unreadable; got != 1 {
+		t.Fatalf("Unreadable = %d after retries, want 1 (once per node)", got)
+	}
+
+	// Readable again: the retry finds it.
+	if _, err := owner.SetACL(secret, zk.WorldACL(zk.PermAll), -1); err != nil {
+		t.Fatal(err)
+	}
+	waitSet(t, ch, "127.0.0.1:8101", "127.0.0.1:8102")
+
+	// A new unreadable node, then its deletion, which shows at once,
+	// whatever the retry's backoff.
+	if _, err := owner.Create(secret+"2", validNode(t, "acl", "hidden2", 8103), 0, zk.DigestACL(zk.PermAll, "owner", "pw")); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the second unreadable node counted", func() bool { return in.Stats().Unreadable == 2 })
+	if err := owner.Delete(secret+"2", -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := owner.Delete(secret, -1); err != nil {
+		t.Fatal(err)
+	}
+	waitSet(t, ch, "127.0.0.1:8101")
+	if err := in.Err(); err != nil {
+		t.Fatalf("Err() = %v", err)
+	}
+}
+
+func ctxFor(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func validNode(t *testing.T, service, id string, port int) []byte {
+	t.Helper()
+	inst := sd.Instance{Name: service, ID: id, Address: "127.0.0.1", Port: port, Metadata: map[string]string{sd.MetadataStatus: "UP"}}
+	b, err := sd.CuratorCodec{}.Encode(inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Issue 8, case 1 (first load): NewInstancerContext returns the error of a
+// first load that could not read the service.
+func TestFailedFirstLoadIsAnErrorNotAnEmptyService(t *testing.T) {
+	c := zktest.New(t)
+	owner := testutil.ZKConn(t, c.Addrs())
+	if err := owner.AddAuth("digest", []byte("owner:pw")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := owner.Create("/services", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	// The service node itself cannot be listed.
+	if _, err := owner.Create("/services/locked", nil, 0, zk.DigestACL(zk.PermAll, "owner", "pw")); err != nil {
+		t.Fatal(err)
+	}
+	consumer := newClient(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	in, err := sd.NewInstancerContext(ctx, consumer, "locked")
+	if err == nil {
+		in.Stop()
+		t.Fatal("NewInstancerContext succeeded on a service it cannot list")
+	}
+	if !errors.Is(err, zk.ErrNoAuth) {
+		t.Fatalf("err = %v, want one that wraps zk.ErrNoAuth", err)
+	}
+
+	// The plain constructor says it through Err.
+	in, err = sd.NewInstancer(consumer, "locked")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Stop()
+	if err := in.Err(); err == nil {
+		t.Fatalf("Err() = %v after a failed first load", err)
+	}
+	// An absent service is empty and healthy.
+	in2, err := sd.NewInstancerContext(ctxFor(t), consumer, "absent")
+	if err != nil {
+		t.Fatalf("an absent service is an empty one: %v", err)
+	}
+	defer in2.Stop()
+	if err := in2.Err(); err != nil {
+		t.Fatalf("Err() = %v for an absent service", err)
+	}
+}
+
+// Issue 8, case 2: with digest auth, every node the library creates,
+// parents included, is changeable only by its owner: a stranger can
+// neither delete a live instance nor plant a fake one.
+func TestDigestAuthProtectsParentsFromStrangers(t *testing.T) {
+	c := zktest.New(t)
+	cl := newClient(t, c, sd.DigestAuth("svc", "s3cret"))
+	r := register(t, cl, instance("guarded", 8201))
+	in, ch := newInstancer(t, cl, "guarded")
+	waitSet(t, ch, "127.0.0.1:8201")
+
+	stranger := testutil.ZKConn(t, c.Addrs())
+	if err := stranger.Delete(r.Path(), -1); !errors.Is(err, zk.ErrNoAuth) {
+		t.Fatalf("a stranger deleting a live instance got %v, want zk.ErrNoAuth", err)
+	}
+	if _, err := stranger.Create("/services/guarded/fake", validNode(t, "guarded", "fake", 6666), zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); !errors.Is(err, zk.ErrNoAuth) {
+		t.Fatalf("a stranger creating a fake instance got %v, want zk.ErrNoAuth", err)
+	}
+	if _, err := stranger.Create("/services/fakesvc", nil, 0, zk.WorldACL(zk.PermAll)); !errors.Is(err, zk.ErrNoAuth) {
+		t.Fatalf("a stranger creating a service under the base path got %v, want zk.ErrNoAuth", err)
+	}
+	// Still readable by anyone, as Spring consumers need.
+	if _, _, err := stranger.Children("/services/guarded"); err != nil {
+		t.Fatalf("a stranger cannot list the service: %v", err)
+	}
+	if got := in.Instances(); len(got) != 1 {
+		t.Fatalf("instances = %v", got)
+	}
+}
+
+// Issue 8, case 3: ErrDisconnected stays on every event while the session
+// is disconnected, whatever else is published meanwhile.
+func TestDisconnectedErrorStaysUntilTheSetIsReadAgain(t *testing.T) {
+	c := zktest.New(t)
+	provider, consumer := newClient(t, c), newClient(t, c)
+	register(t, provider, instance("dc", 8301))
+	register(t, provider, instance("dc", 8302))
+	in, ch := newInstancer(t, consumer, "dc", sd.TombstoneTTL(300*time.Millisecond))
+	waitSet(t, ch, "127.0.0.1:8301", "127.0.0.1:8302")
+
+	if err := c.StopAll(); err != nil {
+		t.Fatal(err)
+	}
+	waitErr(t, ch, sd.ErrDisconnected)
+	if _, ok := in.Evict("dc-8301"); !ok {
+		t.Fatal("Evict found nothing")
+	}
+	ev := next(t, ch)
+	if len(ev.Instances) != 1 || !errors.Is(ev.Err, sd.ErrDisconnected) {
+		t.Fatalf("after Evict while disconnected: %v, err %v; want one instance and ErrDisconnected", ev.Instances, ev.Err)
+	}
+	// The tombstone expires while still disconnected.
+	ev = next(t, ch)
+	if len(ev.Instances) != 2 || !errors.Is(ev.Err, sd.ErrDisconnected) {
+		t.Fatalf("after the tombstone expired while disconnected: %v, err %v; want two instances and ErrDisconnected", ev.Instances, ev.Err)
+	}
+	if !errors.Is(in.Err(), sd.ErrDisconnected) {
+		t.Fatalf("Err() = %v while disconnected", in.Err())
+	}
+	if err := c.StartAll(); err != nil {
+		t.Fatal(err)
+	}
+	waitSet(t, ch, "127.0.0.1:8301", "127.0.0.1:8302")
+}
+
+func next(t *testing.T, ch <-chan kitsd.Event) kitsd.Event {
+	t.Helper()
+	select {
+	case ev := <-ch:
+		return ev
+	case <-time.After(waitLimit):
+		t.Fatal("no event")
+		return kitsd.Event{}
+	}
+}
+
+func waitErr(t *testing.T, ch <-chan kitsd.Event, want error) kitsd.Event {
+	t.Helper()
+	deadline := time.After(waitLimit)
+	for {
+		select {
+		case ev := <-ch:
+			if errors.Is(ev.Err, want) {
+				return ev
+			}
+		case <-deadline:
+			t.Fatalf("no event with error %v", want)
+		}
+	}
+}
+
+// Issue 8, case 4: reconnects within a session add no goroutine and no
+// client-side watcher.
+func TestReconnectsDoNotGrowGoroutines(t *testing.T) {
+	c := zktest.New(t)
+	provider := newClient(t, c)
+	for port := 8401; port < 8411; port++ {
+		register(t, provider, instance("flat", port))
+	}
+	part := zktest.NewPartition()
+	consumer := newClient(t, c, sd.Dialer(part.Dial), sd.SessionTimeout(4*time.Second))
+	in, ch := newInstancer(t, consumer, "flat")
+	testutil.WaitFor(t, "ten instances", func() bool { return len(in.Instances()) == 10 })
+
+	reconnect := func() {
+		part.Cut()
+		waitErr(t, ch, sd.ErrDisconnected)
+		part.Heal()
+		testutil.WaitFor(t, "reconnected and re-read", func() bool { return in.Err() == nil && len(in.Instances()) == 10 })
+	}
+	reconnect()
+	before := runtime.NumGoroutine()
+	const rounds = 15
+	for range rounds {
+		reconnect()
+	}
+	runtime.Gosched()
+	if after := runtime.NumGoroutine(); after >= before+rounds/2 {
+		t.Fatalf("goroutines grew from %d to %d over %d reconnects", before, after, rounds)
+	}
+}
+
+// Issue 8, case 5: a status change made while the connection is lost is
+// written once it is back: ZooKeeper converges to what the Registrar wants.
+func TestStatusChangeDuringAShortDisconnectConverges(t *testing.T) {
+	c := zktest.New(t)
+	part := zktest.NewPartition()
+	provider := newClient(t, c, sd.Dialer(part.Dial), sd.SessionTimeout(4*time.Second))
+	r := register(t, provider, instance("conv", 8501))
+	look := testutil.ZKConn(t, c.Addrs())
+
+	part.Cut()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	err := r.SetStatus(ctx, sd.StatusOutOfService)
+	cancel()
+	if err == nil {
+		t.Fatal("SetStatus succeeded without a connection")
+	}
+	part.Heal()
+	testutil.WaitFor(t, "OUT_OF_SERVICE in ZooKeeper", func() bool {
+		data, _, err := look.Get(r.Path())
+		return err == nil && strings.Contains(string(data), `"OUT_OF_SERVICE"`)
+	})
+	// And back, through an expiry this time.
+	if err := r.SetStatus(ctxFor(t), sd.StatusUp); err != nil {
+		t.Fatal(err)
+	}
+	data, _, _ := look.Get(r.Path())
+	if !strings.Contains(string(data), `"instance_status":"UP"`) {
+		t.Fatalf("node after SetStatus(UP): %s", data)
+	}
+}
+
+// Issue 8, case 6: once DeregisterContext returns, even with its ctx ended
+// while the keeper was busy, nothing of that registration writes to
+// ZooKeeper again, and a new Register does not race the old keeper.
+func TestNothingWritesAfterDeregisterReturns(t *testing.T) {
+	c := zktest.New(t)
+	part := zktest.NewPartition()
+	provider := newClient(t, c, sd.Dialer(part.Dial), sd.SessionTimeout(4*time.Second))
+	r, err := sd.NewRegistrar(provider, instance("gone", 8601))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.RegisterContext(ctxFor(t)); err != nil {
+		t.Fatal(err)
+	}
+	look := testutil.ZKConn(t, c.Addrs())
+
+	// The node vanishes while the provider cannot hear of it; its keeper
+	// will learn on reconnect.
+	part.Cut()
+	if err := look.Delete(r.Path(), -1); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	_ = r.DeregisterContext(ctx)
+	cancel()
+	part.Heal()
+	testutil.WaitFor(t, "reconnected", func() bool { return provider.Connected() })
+	// Give a keeper every chance to re-create the node.
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if ok, _, _ := look.Exists(r.Path()); ok {
+			t.Fatal("the node was re-created after DeregisterContext returned")
+		}
+	}
+	// A new registration works and does not race the old keeper (-race).
+	if err := r.RegisterContext(ctxFor(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.DeregisterContext(ctxFor(t)); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, _ := look.Exists(r.Path()); ok {
+		t.Fatal("node still there after the second Deregister")
+	}
+}
+
+// Issue 8, case 8: one unresolvable host among live members does not stop
+// the start; "::::" is refused when the connect string is checked.
+func TestConnectStringWithAnUnresolvableHostStillConnects(t *testing.T) {
+	c := zktest.New(t)
+	connect := "no-such-host.invalid:2181," + c.ConnectString()
+	cl, err := sd.NewClient(connect, sd.SessionTimeout(2*time.Second), sd.ConnectTimeout(10*time.Second))
+	if err != nil {
+		t.Fatalf("NewClient(%q): %v", connect, err)
+	}
+	cl.Close()
+
+	if _, err := sd.NewClient("no-such-host.invalid:2181", sd.ConnectTimeout(time.Second)); err == nil {
+		t.Fatal("a connect string of only unresolvable hosts connected")
+	}
+}
+
+func TestMalformedConnectStringsAreRefusedWhenChecked(t *testing.T) {
+	for _, give := range []string{"::::", "::1", "host:0", "host:99999", "[::1:2181", ",", "host:2181//x", "ho st:2181"} {
+		t.Run(give, func(t *testing.T) {
+			_, _, err := sd.ParseConnectString(give)
+			var ce *sd.ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("ParseConnectString(%q) = %v, want a *sd.ConfigError", give, err)
+			}
+		})
+	}
+	for _, give := range []string{"zk1", "zk1:2181,zk2:2182/apps", "[::1]:2181", "[::1]", "10.0.0.1"} {
+		if _, _, err := sd.ParseConnectString(give); err != nil {
+			t.Errorf("ParseConnectString(%q) = %v", give, err)
+		}
+	}
+}

@@ -1,0 +1,110 @@
+package sd
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"time"
+)
+
+// lookupTimeout bounds each round of name lookups.
+const lookupTimeout = 3 * time.Second
+
+// hostProvider is a zk.HostProvider that tolerates members whose name does
+// not resolve. Written by hand because go-zookeeper's DNSHostProvider fails
+// the whole connect when one name of the connect string does not resolve,
+// so one decommissioned host name kept every client of the ensemble down.
+// Names that fail are looked up again each time the list has been tried
+// through without a connection.
+type hostProvider struct {
+	logger *slog.Logger
+	lookup func(ctx context.Context, host string) ([]string, error) // nil: net.DefaultResolver
+
+	mu         sync.Mutex
+	servers    []string // resolved host:port
+	unresolved []string // host:port whose host did not resolve
+	curr, last int
+}
+
+func (hp *hostProvider) resolve(servers []string) (found, failed []string, errs []error) {
+	lookup := hp.lookup
+	if lookup == nil {
+		lookup = net.DefaultResolver.LookupHost
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
+	defer cancel()
+	for _, s := range servers {
+		host, port, err := net.SplitHostPort(s)
+		if err != nil {
+			failed, errs = append(failed, s), append(errs, err)
+			continue
+		}
+		addrs, err := lookup(ctx, host)
+		if err != nil || len(addrs) == 0 {
+			failed, errs = append(failed, s), append(errs, err)
+			continue
+		}
+		for _, a := range addrs {
+			found = append(found, net.JoinHostPort(a, port))
+		}
+	}
+	return found, failed, errs
+}
+
+// Init implements zk.HostProvider: it fails only when no name resolves.
+func (hp *hostProvider) Init(servers []string) error {
+	found, failed, errs := hp.resolve(servers)
+	if len(found) == 0 {
+		return fmt.Errorf("sd: no server of %v resolves (%v): check the connect string's host names", servers, errs)
+	}
+	for i, s := range failed {
+		hp.logger.Warn("a ZooKeeper server name does not resolve; using the others", "server", s, "err", errs[i])
+	}
+	rand.Shuffle(len(found), func(i, j int) { found[i], found[j] = found[j], found[i] })
+	hp.mu.Lock()
+	defer hp.mu.Unlock()
+	hp.servers, hp.unresolved = found, failed
+	hp.curr, hp.last = -1, -1
+	return nil
+}
+
+// Len implements zk.HostProvider.
+func (hp *hostProvider) Len() int {
+	hp.mu.Lock()
+	defer hp.mu.Unlock()
+	return len(hp.servers)
+}
+
+// Next implements zk.HostProvider.
+func (hp *hostProvider) Next() (string, bool) {
+	hp.mu.Lock()
+	hp.curr = (hp.curr + 1) % len(hp.servers)
+	retryStart := hp.curr == hp.last
+	if hp.last == -1 {
+		hp.last = 0
+	}
+	server := hp.servers[hp.curr]
+	pending := retryStart && len(hp.unresolved) > 0
+	unresolved := hp.unresolved
+	hp.mu.Unlock()
+	if pending {
+		// Every known member failed: perhaps a name resolves by now.
+		if found, failed, _ := hp.resolve(unresolved); len(found) > 0 {
+			hp.mu.Lock()
+			hp.servers = append(hp.servers, found...)
+			hp.unresolved = failed
+			hp.mu.Unlock()
+		}
+	}
+	return server, retryStart
+}
+
+// Connected implements zk.HostProvider.
+func (hp *hostProvider) Connected() {
+	hp.mu.Lock()
+	defer hp.mu.Unlock()
+	hp.last = hp.curr
+}

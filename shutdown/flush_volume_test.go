@@ -1,0 +1,151 @@
+package shutdown_test
+
+import (
+	"bytes"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-kit/kit/metrics"
+
+	"github.com/gracekit/gracekit/shutdown"
+)
+
+// send runs n requests made by mk over keep-alive connections, with a few
+// workers, and returns how many got each status.
+func send(t *testing.T, n int, mk func(i int) *http.Request) map[int]int {
+	t.Helper()
+	tr := &http.Transport{MaxIdleConnsPerHost: 4}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr}
+	var (
+		mu    sync.Mutex
+		codes = map[int]int{}
+		next  atomic.Int64
+		wg    sync.WaitGroup
+	)
+	for range 4 {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				resp, err := c.Do(mk(i))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				_ = resp.Body.Close()
+				mu.Lock()
+				codes[resp.StatusCode]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return codes
+}
+
+// Issue 8, case 11: more valid flushes in one second than the nonce cache
+// holds are all accepted; the cache forgets its oldest nonces instead.
+func TestMoreValidFlushesInOneSecondThanTheNonceCacheHoldsAreAllAccepted(t *testing.T) {
+	gw, ev := newGateway(t)
+	const n = shutdown.DefaultNonceCacheSize + 1000
+	ts := time.Now() // every request has the same timestamp second
+	codes := send(t, n, func(int) *http.Request { return signedRequest(t, gw.URL, secret, self, ts) })
+	if codes[http.StatusOK] != n {
+		t.Fatalf("answers %v, want %d × 200", codes, n)
+	}
+	if ev.count() != n {
+		t.Fatalf("evicted %d times, want %d", ev.count(), n)
+	}
+	// A replay of a nonce still remembered is refused.
+	body := []byte(`{"service":"orders","id":"orders-1","czxid":7,"target":"` + gw.URL + `"}`)
+	if code := do(t, signedRaw(t, gw.URL, secret, body, ts, "again")).StatusCode; code != http.StatusOK {
+		t.Fatalf("first: %d", code)
+	}
+	if code := do(t, signedRaw(t, gw.URL, secret, body, ts, "again")).StatusCode; code != http.StatusUnauthorized {
+		t.Fatalf("replay: %d, want 401", code)
+	}
+}
+
+// lines counts the lines written to it.
+type lines struct {
+	mu  sync.Mutex
+	n   int
+	buf bytes.Buffer
+}
+
+func (l *lines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.n += bytes.Count(p, []byte{'\n'})
+	if l.buf.Len() < 4<<10 {
+		l.buf.Write(p)
+	}
+	return len(p), nil
+}
+
+func (l *lines) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n
+}
+
+// labeled is a go-kit metrics.Counter that keeps a total per label set.
+type labeled struct {
+	mu     *sync.Mutex
+	totals map[string]float64
+	lvs    string
+}
+
+func newLabeled() *labeled { return &labeled{mu: &sync.Mutex{}, totals: map[string]float64{}} }
+
+func (c *labeled) With(lvs ...string) metrics.Counter {
+	return &labeled{mu: c.mu, totals: c.totals, lvs: c.lvs + strings.Join(lvs, "=") + ";"}
+}
+
+func (c *labeled) Add(d float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.totals[c.lvs] += d
+}
+
+func (c *labeled) get(lvs string) float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.totals[lvs]
+}
+
+// Issue 8, case 12: a flood of refused flushes writes a bounded number of
+// log lines, and the refusal counter counts every one by reason.
+func TestAFloodOfRefusedFlushesLogsBoundedLinesAndCountsEveryRefusal(t *testing.T) {
+	out := &lines{}
+	refusals := newLabeled()
+	gw, ev := newGateway(t,
+		shutdown.WithLogger(slog.New(slog.NewTextHandler(out, nil))),
+		shutdown.RefusalCounter(refusals))
+	const n = 40000
+	begin := time.Now()
+	codes := send(t, n, func(int) *http.Request {
+		req, _ := http.NewRequest(http.MethodPost, gw.URL, strings.NewReader(`{"service":"orders","id":"orders-1"}`))
+		req.Header.Set("Content-Type", "application/json")
+		return req
+	})
+	took := time.Since(begin)
+	if codes[http.StatusUnauthorized] != n {
+		t.Fatalf("answers %v, want %d × 401", codes, n)
+	}
+	if got := refusals.get("reason=unsigned;"); got != n {
+		t.Errorf("refusal counter %v, want %d for reason unsigned", refusals.totals, n)
+	}
+	// One line per second at most, for the one reason.
+	if limit := int(took/time.Second) + 2; out.count() > limit || out.count() < 1 {
+		t.Errorf("%d log lines in %v, want 1 to %d", out.count(), took, limit)
+	}
+	if ev.count() != 0 {
+		t.Errorf("evicted %d times", ev.count())
+	}
+	t.Logf("%d requests in %v: %d log lines, first: %s", n, took, out.count(), strings.SplitN(out.buf.String(), "\n", 2)[0])
+}
