@@ -4,8 +4,9 @@ PKGS        ?= ./...
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.6.1
 TESTFLAGS   ?=
 BENCHFLAGS  ?=
+FUZZTIME    ?= 15s
 
-.PHONY: all zookeeper build vet lint test cover tidy bench demo clean
+.PHONY: all zookeeper build vet lint test cover tidy bench demo fuzz clean
 
 all: build test
 
@@ -37,6 +38,16 @@ tidy:
 bench: zookeeper
 	$(GO) run ./bench $(BENCHFLAGS)
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+# Runs every fuzz target for FUZZTIME each; `make test` runs their seed corpora.
+# -fuzzminimizetime keeps a new input's minimization from eating the budget.
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "fuzz: $$pkg $$f"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 200x $$pkg; \
+	  done; \
+	done
 
 demo: zookeeper
 	$(GO) run ./examples/rollout
