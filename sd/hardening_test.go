@@ -376,3 +376,26 @@ func TestMalformedConnectStringsAreRefusedWhenChecked(t *testing.T) {
 		}
 	}
 }
+
+// Issue 10: a subscriber that never reads holds up no other subscriber,
+// and each gets a copy of the set it may change.
+func TestASlowSubscriberHoldsUpNobodyElse(t *testing.T) {
+	c := zktest.New(t)
+	provider, consumer := newClient(t, c), newClient(t, c)
+	in, fast := newInstancer(t, consumer, "fan")
+	waitSet(t, fast)
+	stuck := make(chan kitsd.Event, 1) // takes the current set, then is never read
+	in.Register(stuck)
+	t.Cleanup(func() { in.Deregister(stuck) })
+	for port := 8701; port < 8706; port++ {
+		register(t, provider, instance("fan", port))
+	}
+	ev := waitSet(t, fast, "127.0.0.1:8701", "127.0.0.1:8702", "127.0.0.1:8703", "127.0.0.1:8704", "127.0.0.1:8705")
+	ev.Instances[0] = "scribbled"
+	other := make(chan kitsd.Event, 1)
+	in.Register(other)
+	defer in.Deregister(other)
+	if got := (<-other).Instances; got[0] != "127.0.0.1:8701" {
+		t.Fatalf("a subscriber's change reached another: %v", got)
+	}
+}

@@ -122,9 +122,10 @@ type InstancerStats struct {
 // ErrDisconnected (or the read error) in Event.Err, until the session is
 // back and the set was read again. Malformed nodes, and nodes that cannot
 // be read (an ACL the session lacks), are skipped, logged and counted;
-// unreadable ones are read again after a backoff. An Instancer runs two
-// goroutines, whatever the number of instances. Many Instancers may share
-// one Client.
+// unreadable ones are read again after a backoff. An Instancer runs one
+// goroutine, plus one per registered channel, whatever the number of
+// instances; a slow subscriber delays only its own events (see Register).
+// Many Instancers may share one Client.
 type Instancer struct {
 	c       *Client
 	service string
@@ -139,7 +140,6 @@ type Instancer struct {
 	unsubN func()        // watch events
 	first  chan struct{} // closed at the first publish
 	loaded chan struct{} // closed once a set was read from ZooKeeper without error
-	notify chan struct{} // wakes the dispatcher
 
 	mu        sync.Mutex
 	entries   map[string]*entry // by child node name
@@ -148,7 +148,7 @@ type Instancer struct {
 	pub       []string          // published set
 	pubInst   []Instance
 	pubErr    error // stays until a read from ZooKeeper succeeds
-	sentErr   error // the error of the last set handed to the dispatcher
+	sentErr   error // the error of the last set handed to the subscribers
 	version   uint64
 	subs      map[chan<- kitsd.Event]*subscriber
 	firstDone bool
@@ -217,7 +217,6 @@ func newInstancer(c *Client, service string, opts []InstancerOption) (*Instancer
 		subs:    map[chan<- kitsd.Event]*subscriber{},
 		first:   make(chan struct{}),
 		loaded:  make(chan struct{}),
-		notify:  make(chan struct{}, 1),
 		wake:    make(chan struct{}, 1),
 		pending: changes{full: true},
 	}
@@ -225,9 +224,8 @@ func newInstancer(c *Client, service string, opts []InstancerOption) (*Instancer
 	in.ctx, in.cancel = context.WithCancel(context.Background())
 	in.unsub = c.subscribe(in.onSession)
 	in.unsubN = c.subscribeNodes(in.dir, in.onNode)
-	in.wg.Add(2)
+	in.wg.Add(1)
 	go in.run()
-	go in.dispatch()
 	in.poke()
 	return in, nil
 }

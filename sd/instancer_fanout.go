@@ -1,127 +1,123 @@
 package sd
 
 import (
+	"slices"
+
 	kitsd "github.com/go-kit/kit/sd"
 )
 
+// This file is the Instancer's fan-out: each registered channel has a
+// goroutine of its own that sends it the newest set, so a slow subscriber
+// holds up nobody but itself. The bound: a subscriber has at most one send
+// under way; sets published meanwhile are not queued, the next send carries
+// the newest one (and its error). Each event carries a copy of the set,
+// which the subscriber may keep or change.
+
 type subscriber struct {
+	ch     chan<- kitsd.Event
+	wake   chan struct{} // a newer set may be there
 	cancel chan struct{} // closed by Deregister
-	sent   uint64        // version last delivered
-	busy   chan struct{} // non-nil while a send to it is under way; closed after
+	done   chan struct{} // closed when the goroutine ends
+	sent   uint64        // version last delivered; owned by the goroutine
 }
 
 // Register implements sd.Instancer: once the first load is done, ch
 // receives the current set before Register returns (as go-kit's own
-// Instancers do), then the complete set on every change. Later sends
-// happen on the Instancer's dispatcher goroutine, never under a lock, and
-// always carry the newest set.
+// Instancers do), then the complete set on every change, from a goroutine
+// of its own; it never blocks the Instancer or other subscribers.
 func (in *Instancer) Register(ch chan<- kitsd.Event) {
-	s := &subscriber{cancel: make(chan struct{})}
+	s := &subscriber{ch: ch, wake: make(chan struct{}, 1), cancel: make(chan struct{}), done: make(chan struct{})}
 	in.mu.Lock()
+	if old, ok := in.subs[ch]; ok { // registered twice: the newer one serves
+		delete(in.subs, ch)
+		close(old.cancel)
+		defer func() { <-old.done }()
+	}
+	if in.ctx.Err() != nil {
+		in.mu.Unlock()
+		return
+	}
 	var ev kitsd.Event
 	first := in.firstDone
 	if first {
-		ev = kitsd.Event{Instances: in.pub, Err: in.pubErr}
-		s.sent, s.busy = in.version, make(chan struct{})
+		ev, s.sent = in.eventLocked(), in.version
 	}
 	in.subs[ch] = s
+	in.wg.Add(1)
 	in.mu.Unlock()
 	if first {
-		in.send(ch, s, ev, s.sent)
-	}
-	in.signal()
-}
-
-// send delivers ev to s unless it is deregistered or the Instancer stops,
-// then marks the send done. s.busy must have been set under in.mu.
-func (in *Instancer) send(ch chan<- kitsd.Event, s *subscriber, ev kitsd.Event, version uint64) {
-	delivered := false
-	select {
-	case <-s.cancel: // deregistered before the send began: ch may be closed
-	default:
 		select {
 		case ch <- ev:
-			delivered = true
 		case <-s.cancel:
 		case <-in.ctx.Done():
 		}
 	}
-	in.mu.Lock()
-	if delivered && version > s.sent {
-		s.sent = version
-	}
-	close(s.busy)
-	s.busy = nil
-	in.mu.Unlock()
+	go in.serve(s)
+	s.poke()
 }
 
-// Deregister implements sd.Instancer. Once it returns nothing more is sent
-// on ch, so the caller may close it. It waits only for a send to ch itself.
-func (in *Instancer) Deregister(ch chan<- kitsd.Event) {
-	in.mu.Lock()
-	s, ok := in.subs[ch]
-	var busy chan struct{}
-	if ok {
-		delete(in.subs, ch)
-		close(s.cancel)
-		busy = s.busy
-	}
-	in.mu.Unlock()
-	if busy != nil {
-		<-busy
-	}
+// eventLocked is the current event, with a copy of the set. in.mu must be held.
+func (in *Instancer) eventLocked() kitsd.Event {
+	return kitsd.Event{Instances: slices.Clone(in.pub), Err: in.pubErr}
 }
 
-func (in *Instancer) bump() {
-	in.version++
-	in.publishes.Add(1)
-	in.signal()
-}
-
-func (in *Instancer) signal() {
+func (s *subscriber) poke() {
 	select {
-	case in.notify <- struct{}{}:
+	case s.wake <- struct{}{}:
 	default:
 	}
 }
 
-// dispatch sends the latest set to every subscriber that has not seen it.
-// It sends without holding in.mu, so a slow subscriber delays only the
-// others' events, never discovery itself, and it always sends the newest set.
-func (in *Instancer) dispatch() {
+// serve sends s the newest set whenever it changed, until Deregister or Stop.
+func (in *Instancer) serve(s *subscriber) {
 	defer in.wg.Done()
+	defer close(s.done)
 	for {
 		select {
+		case <-s.wake:
+		case <-s.cancel:
+			return
 		case <-in.ctx.Done():
 			return
-		case <-in.notify:
 		}
-		for {
-			in.mu.Lock()
-			if !in.firstDone {
-				in.mu.Unlock()
-				break
-			}
-			var ch chan<- kitsd.Event
-			var s *subscriber
-			for c, sub := range in.subs {
-				if sub.sent < in.version && sub.busy == nil {
-					ch, s = c, sub
-					break
-				}
-			}
-			if s == nil {
-				in.mu.Unlock()
-				break
-			}
-			version := in.version
-			ev := kitsd.Event{Instances: in.pub, Err: in.pubErr}
-			s.busy = make(chan struct{})
+		in.mu.Lock()
+		if !in.firstDone || s.sent >= in.version {
 			in.mu.Unlock()
-			in.send(ch, s, ev, version)
-			if in.ctx.Err() != nil {
-				return
-			}
+			continue
 		}
+		ev, version := in.eventLocked(), in.version
+		in.mu.Unlock()
+		select {
+		case s.ch <- ev:
+			s.sent = version
+		case <-s.cancel:
+			return
+		case <-in.ctx.Done():
+			return
+		}
+	}
+}
+
+// Deregister implements sd.Instancer. Once it returns nothing more is sent
+// on ch, so the caller may close it. It waits only for ch's own goroutine.
+func (in *Instancer) Deregister(ch chan<- kitsd.Event) {
+	in.mu.Lock()
+	s, ok := in.subs[ch]
+	if ok {
+		delete(in.subs, ch)
+		close(s.cancel)
+	}
+	in.mu.Unlock()
+	if ok {
+		<-s.done
+	}
+}
+
+// bump records a new set and wakes every subscriber. in.mu must be held.
+func (in *Instancer) bump() {
+	in.version++
+	in.publishes.Add(1)
+	for _, s := range in.subs {
+		s.poke()
 	}
 }

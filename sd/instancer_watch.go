@@ -20,8 +20,8 @@ import (
 //
 // Watches are one-shot and survive reconnects within a session. Their
 // events reach the Instancer through the Client's event callback, routed by
-// path, so no goroutine waits on a watch: an Instancer runs two goroutines
-// whatever the number of instances. A watch is armed only when none is
+// path, so no goroutine waits on a watch: an Instancer runs one goroutine,
+// plus one per registered channel, whatever the number of instances. A watch is armed only when none is
 // armed on that path (the flags below), so reconnects add no watcher.
 
 // Connection news carried by changes.conn.
@@ -635,7 +635,7 @@ func (in *Instancer) setErrLocked(err error) {
 }
 
 // publishLocked computes the set and, when it or the error changed, hands
-// it to the dispatcher. The error is kept: only a read clears it. in.mu
+// it to the subscribers. The error is kept: only a read clears it. in.mu
 // must be held.
 func (in *Instancer) publishLocked() {
 	now := time.Now()
