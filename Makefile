@@ -6,7 +6,7 @@ TESTFLAGS   ?=
 BENCHFLAGS  ?=
 FUZZTIME    ?= 15s
 
-.PHONY: all zookeeper build vet lint test cover tidy bench demo fuzz clean
+.PHONY: all zookeeper build vet lint test cover tidy bench demo chaos fuzz clean
 
 all: build test
 
@@ -51,6 +51,11 @@ fuzz:
 
 demo: zookeeper
 	$(GO) run ./examples/rollout
+
+# The fault matrix under load: a 3-member ensemble, 3 providers, 2 gateways;
+# prints CHAOS lines per fault and a RESULT line (README, "make chaos").
+chaos: zookeeper
+	$(GO) run ./examples/chaos
 
 clean:
 	rm -f coverage.out

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// echoServer answers each line with the same line.
+func echoServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				_, _ = io.Copy(c, c)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func roundTrip(c net.Conn, msg string) (string, error) {
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := io.WriteString(c, msg+"\n"); err != nil {
+		return "", err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	return line, err
+}
+
+func TestProxyForwardsCutsAndHeals(t *testing.T) {
+	p, err := newZKProxy([]string{echoServer(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	addr := p.ConnectString()
+
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got, err := roundTrip(c, "hello"); err != nil || got != "hello\n" {
+		t.Fatalf("through the proxy: %q, %v", got, err)
+	}
+
+	p.Cut()
+	if _, err := roundTrip(c, "again"); err == nil {
+		t.Error("a connection open at the cut still works")
+	}
+	c2, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if _, err := roundTrip(c2, "during"); err == nil {
+		t.Error("a connection made during the cut works")
+	}
+
+	p.Heal()
+	c3, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c3.Close()
+	if got, err := roundTrip(c3, "healed"); err != nil || got != "healed\n" {
+		t.Errorf("after the heal: %q, %v", got, err)
+	}
+}
+
+func TestProxyClosesTheClientWhenTheMemberIsDown(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	p, err := newZKProxy([]string{down})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.ConnectString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := roundTrip(c, "anyone"); err == nil {
+		t.Error("a connection to a member that is down works")
+	}
+}
+
+func TestProxyExpireWithoutSessionFails(t *testing.T) {
+	p, err := newZKProxy([]string{echoServer(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := p.Expire("127.0.0.1:1"); err == nil {
+		t.Error("Expire before any handshake succeeded")
+	}
+	p.Close() // twice is fine
+}
