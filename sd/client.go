@@ -39,9 +39,61 @@ func (e *ConfigError) Error() string {
 	return fmt.Sprintf("sd: invalid %s %q (%s)", e.Field, e.Value, e.Want)
 }
 
+// State is the state of a Client's connection and session.
+type State int
+
+// Client states.
+const (
+	StateUnknown      State = iota
+	StateDisconnected       // no connection; the session may still be alive
+	StateConnecting         // trying a server
+	StateConnected          // connected, before the session is confirmed
+	StateHasSession         // connected with a session: calls go through
+	StateExpired            // the session ended: its ephemeral nodes and watches are gone
+	StateAuthFailed         // the server refused the credentials
+)
+
+func (s State) String() string {
+	switch s {
+	case StateDisconnected:
+		return "disconnected"
+	case StateConnecting:
+		return "connecting"
+	case StateConnected:
+		return "connected"
+	case StateHasSession:
+		return "has-session"
+	case StateExpired:
+		return "expired"
+	case StateAuthFailed:
+		return "auth-failed"
+	}
+	return "unknown"
+}
+
+// stateOf maps go-zookeeper's states to the package's own, so that callers
+// need not import go-zookeeper.
+func stateOf(s zk.State) State {
+	switch s {
+	case zk.StateDisconnected:
+		return StateDisconnected
+	case zk.StateConnecting:
+		return StateConnecting
+	case zk.StateConnected:
+		return StateConnected
+	case zk.StateHasSession:
+		return StateHasSession
+	case zk.StateExpired:
+		return StateExpired
+	case zk.StateAuthFailed:
+		return StateAuthFailed
+	}
+	return StateUnknown
+}
+
 // SessionEvent reports a change of the ZooKeeper connection or session.
 type SessionEvent struct {
-	State     zk.State
+	State     State
 	SessionID int64
 	Server    string
 	Time      time.Time
@@ -49,7 +101,7 @@ type SessionEvent struct {
 
 // Expired tells whether the event ends the session: ephemeral nodes are gone
 // and watches are lost.
-func (e SessionEvent) Expired() bool { return e.State == zk.StateExpired }
+func (e SessionEvent) Expired() bool { return e.State == StateExpired }
 
 // ClientOption configures a Client.
 type ClientOption interface{ applyClient(*clientOptions) error }
@@ -60,7 +112,7 @@ type clientOptions struct {
 	user, password string
 	logger         *slog.Logger
 	onEvent        func(SessionEvent)
-	dialer         zk.Dialer
+	dialer         DialFunc
 }
 
 type clientOptionFunc func(*clientOptions) error
@@ -124,10 +176,16 @@ func OnSessionEvent(f func(SessionEvent)) ClientOption {
 	})
 }
 
-// Dialer sets how connections to servers are made (zk.Dialer); tests use it
-// to record sessions (see zktest.SessionRecorder).
-func Dialer(d zk.Dialer) ClientOption {
+// DialFunc opens a connection to a ZooKeeper server; net.DialTimeout is one.
+type DialFunc func(network, address string, timeout time.Duration) (net.Conn, error)
+
+// Dialer sets how connections to servers are made; tests use it to record
+// or cut sessions (see zktest.SessionRecorder and zktest.Partition).
+func Dialer(d DialFunc) ClientOption {
 	return clientOptionFunc(func(o *clientOptions) error {
+		if d == nil {
+			return &ConfigError{"dialer", "nil", "a func such as net.DialTimeout"}
+		}
 		o.dialer = d
 		return nil
 	})
@@ -275,7 +333,7 @@ func NewClient(connect string, opts ...ClientOption) (*Client, error) {
 	conn, events, err := zk.Connect(servers, o.sessionTimeout,
 		zk.WithLogger(zkLogger{c.logger}),
 		zk.WithLogInfo(false),
-		zk.WithDialer(dialer),
+		zk.WithDialer(zk.Dialer(dialer)),
 		zk.WithHostProvider(&hostProvider{logger: c.logger}),
 		zk.WithEventCallback(func(ev zk.Event) {
 			if ev.Type != zk.EventSession {
@@ -285,7 +343,7 @@ func NewClient(connect string, opts ...ClientOption) (*Client, error) {
 			if ev.State == zk.StateHasSession {
 				readyOnce.Do(func() { close(ready) })
 			}
-			c.dispatch(SessionEvent{State: ev.State, SessionID: c.SessionID(), Server: ev.Server, Time: time.Now()})
+			c.dispatch(SessionEvent{State: stateOf(ev.State), SessionID: c.SessionID(), Server: ev.Server, Time: time.Now()})
 		}))
 	if err != nil {
 		return nil, fmt.Errorf("sd: connect %v: %w", servers, err)
@@ -337,11 +395,7 @@ func (c *Client) SessionID() int64 {
 func (c *Client) SessionTimeout() time.Duration { return c.opts.sessionTimeout }
 
 // State is the connection's current state.
-func (c *Client) State() zk.State { return c.conn.State() }
-
-// Conn is the underlying connection, for calls this package does not wrap.
-// Paths given to it are not chrooted.
-func (c *Client) Conn() *zk.Conn { return c.conn }
+func (c *Client) State() State { return stateOf(c.conn.State()) }
 
 // Servers lists the ensemble members the client knows.
 func (c *Client) Servers() []string { return append([]string(nil), c.servers...) }
@@ -568,7 +622,7 @@ func (z zkLogger) Printf(format string, args ...any) {
 // bufferedDialer wraps connections with a read buffer: go-zookeeper reads
 // each response with two small reads, a syscall each; a load of thousands
 // of nodes then spends more time in read(2) than anywhere else.
-func bufferedDialer(d zk.Dialer) zk.Dialer {
+func bufferedDialer(d DialFunc) DialFunc {
 	return func(network, address string, timeout time.Duration) (net.Conn, error) {
 		c, err := d(network, address, timeout)
 		if err != nil {

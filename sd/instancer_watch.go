@@ -75,11 +75,11 @@ type unreadable struct {
 
 func (in *Instancer) onSession(ev SessionEvent) {
 	switch ev.State {
-	case zk.StateDisconnected:
+	case StateDisconnected:
 		in.note(changes{conn: connLost})
-	case zk.StateHasSession:
+	case StateHasSession:
 		in.note(changes{conn: connBack})
-	case zk.StateExpired:
+	case StateExpired:
 		in.note(changes{full: true})
 	}
 }

@@ -447,7 +447,7 @@ func (r *Registrar) startKeeper() {
 	r.unsubs = r.c.subscribe(func(ev SessionEvent) {
 		// A new connection, same session or not: check the node and write
 		// what a disconnect kept from landing.
-		if ev.State == zk.StateHasSession || ev.State == zk.StateExpired {
+		if ev.State == StateHasSession || ev.State == StateExpired {
 			select {
 			case kick <- struct{}{}:
 			default:
