@@ -2,6 +2,7 @@ package shutdown
 
 import (
 	"net/http"
+	"sync"
 	"sync/atomic"
 )
 
@@ -13,6 +14,10 @@ import (
 // whatever SetReady calls race it or follow it.
 type Readiness struct {
 	state atomic.Int32 // a readinessState
+
+	mu   sync.Mutex // serializes changes with their notifications
+	subs map[int]func(ready bool)
+	next int
 }
 
 type readinessState = int32
@@ -26,13 +31,49 @@ const (
 // SetReady marks the instance ready, unless SetUnready was called: a stopping
 // instance never becomes ready again.
 func (r *Readiness) SetReady() {
-	r.state.CompareAndSwap(stateNotReady, stateReady)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.state.CompareAndSwap(stateNotReady, stateReady) {
+		r.notifyLocked(true)
+	}
 }
 
 // SetUnready marks the instance as stopping; it is not ready from now on,
 // for good.
 func (r *Readiness) SetUnready() {
-	r.state.Store(stateStopping)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.state.Swap(stateStopping) == stateReady {
+		r.notifyLocked(false)
+	}
+}
+
+// Notify calls f with the current readiness at once, then with the new one
+// at every change, in order, until the returned func is called: true when
+// the instance turns ready, false when its stop begins. Non-HTTP transports use it, e.g. the gRPC health
+// service (grpcstop.Health). f is called from SetReady and SetUnready and
+// must not block nor call them.
+func (r *Readiness) Notify(f func(ready bool)) (cancel func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.subs == nil {
+		r.subs = map[int]func(bool){}
+	}
+	id := r.next
+	r.next++
+	r.subs[id] = f
+	f(r.state.Load() == stateReady)
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		delete(r.subs, id)
+	}
+}
+
+func (r *Readiness) notifyLocked(ready bool) {
+	for _, f := range r.subs {
+		f(ready)
+	}
 }
 
 // Ready reports whether the instance is ready.

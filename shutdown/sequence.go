@@ -68,6 +68,19 @@ const idleConnGrace = 100 * time.Millisecond
 // listener.
 const quickTimeout = 100 * time.Millisecond
 
+// Server is what a Sequence serves and drains. *http.Server implements it;
+// grpcstop.Server adapts a *grpc.Server.
+type Server interface {
+	// Serve serves on ln until Shutdown or Close, then returns nil or
+	// http.ErrServerClosed.
+	Serve(ln net.Listener) error
+	// Shutdown stops accepting, lets the calls in flight finish and
+	// returns, or returns ctx's error when ctx ends first.
+	Shutdown(ctx context.Context) error
+	// Close cuts every connection at once.
+	Close() error
+}
+
 // Config is what a Sequence drives. Zero durations take the defaults.
 type Config struct {
 	// Registrar registers this instance. Required.
@@ -81,8 +94,9 @@ type Config struct {
 	// Notifier flushes gateways at stop; nil skips the flush.
 	Notifier *Notifier
 
-	// Server serves the instance; nil runs no listen and serve steps.
-	Server *http.Server
+	// Server serves the instance: an *http.Server, or a gRPC server through
+	// grpcstop.Server. nil runs no listen and serve steps.
+	Server Server
 	// Listener is the one Server serves; nil listens on Addr.
 	Listener net.Listener
 	// Addr is the TCP address to listen on when Listener is nil; empty
@@ -195,6 +209,9 @@ func NewSequence(cfg Config, opts ...lifecycle.Option) (*Sequence, error) {
 	}
 	if cfg.Tracker == nil {
 		return nil, errors.New("shutdown: config needs a Tracker")
+	}
+	if hs, ok := cfg.Server.(*http.Server); ok && hs == nil {
+		cfg.Server = nil // a nil *http.Server: no server, as documented
 	}
 	if cfg.Readiness == nil {
 		cfg.Readiness = &Readiness{}
@@ -338,7 +355,9 @@ func (s *Sequence) listen(ctx context.Context) error {
 	if ln == nil {
 		addr := s.cfg.Addr
 		if addr == "" {
-			addr = s.cfg.Server.Addr
+			if hs, ok := s.cfg.Server.(*http.Server); ok {
+				addr = hs.Addr
+			}
 		}
 		var lc net.ListenConfig
 		var err error
@@ -367,7 +386,7 @@ func (s *Sequence) serve(context.Context) error {
 	s.serveDone = make(chan struct{})
 	go func() {
 		defer close(s.serveDone)
-		if err := s.cfg.Server.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
+		if err := s.cfg.Server.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.serveErr = err
 		}
 	}()

@@ -396,7 +396,7 @@ func TestNewSequenceRejectsInvalidConfig(t *testing.T) {
 func TestSequenceDrainDoesNotWaitForAConnectionWithoutRequests(t *testing.T) {
 	p := newProvider(t, nil, func(c *shutdown.Config) {
 		c.DrainTimeout = 3 * time.Second
-		c.Server.ReadHeaderTimeout = time.Minute // the spare connection is not cut by the server itself
+		c.Server.(*http.Server).ReadHeaderTimeout = time.Minute // the spare connection is not cut by the server itself
 	})
 	if err := p.seq.Start(context.Background()); err != nil {
 		t.Fatal(err)
