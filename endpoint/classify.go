@@ -59,10 +59,21 @@ var ErrUnavailable = errors.New("endpoint: service unavailable")
 //   - [Retryable]: [ErrUnavailable] (503), ECONNRESET, EPIPE, io.EOF and
 //     io.ErrUnexpectedEOF (the connection closed before a full response);
 //   - [Permanent]: everything else, including context errors.
+//
+// A [*WrittenError] (the request was written at least once, then failed,
+// perhaps on a connection net/http opened to replay it) is [Retryable] at
+// most: never [NotSent].
 func Classify(err error) Class {
+	var written *WrittenError
 	switch {
 	case err == nil:
 		return Permanent
+	case errors.As(err, &written):
+		// Sent once at least: retryable at most, whatever came after.
+		if c := Classify(written.Err); c == Permanent {
+			return Permanent
+		}
+		return Retryable
 	case errors.Is(err, ErrRemoved), errors.Is(err, kitlb.ErrNoEndpoints),
 		errors.Is(err, syscall.ECONNREFUSED):
 		return NotSent

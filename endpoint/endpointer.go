@@ -190,6 +190,7 @@ func (e *Endpointer) Evict(instance string) {
 		delete(e.current, instance)
 		e.publish(e.snap.Load().err)
 		in.remove()
+		e.countEjection(EjectEvicted)
 		e.opts.logger.Info("instance evicted", "instance", instance)
 	}
 }
@@ -404,8 +405,6 @@ func (e *Endpointer) eject(in *instance) {
 	cool = min(cool, e.opts.maxCoolOff)
 	in.blockedUntil.Store(e.now() + int64(cool))
 	in.fails.Store(0)
-	if e.opts.ejections != nil {
-		e.opts.ejections.Add(1)
-	}
+	e.countEjection(EjectConnectFailures)
 	e.opts.logger.Warn("instance ejected", "instance", in.name, "cool_off", cool)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -175,8 +176,42 @@ func (f *HTTPFactory) Factory(instance string) (kitendpoint.Endpoint, io.Closer,
 		return f.dec(ctx, resp)
 	}
 	opts := append([]kithttp.ClientOption{kithttp.SetClient(f.client)}, f.opts.clientOpts...)
-	return kithttp.NewClient(f.method, u, f.enc, dec, opts...).Endpoint(), st, nil
+	ep := kithttp.NewClient(f.method, u, f.enc, dec, opts...).Endpoint()
+	return func(ctx context.Context, request any) (any, error) {
+		// net/http may replay a request on a new connection by itself (a
+		// GET, or any request with an Idempotency-Key header, whose reused
+		// connection broke): its final error, a refused dial say, would
+		// look NotSent although an earlier write may have run the request.
+		var wrote atomic.Bool
+		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+			WroteRequest: func(i httptrace.WroteRequestInfo) {
+				if i.Err == nil {
+					wrote.Store(true)
+				}
+			},
+		})
+		resp, err := ep(ctx, request)
+		if err != nil && wrote.Load() {
+			err = &WrittenError{Instance: instance, Err: err}
+		}
+		return resp, err
+	}, st, nil
 }
+
+// WrittenError is the error of a call whose request was written to the
+// instance at least once: whatever failed afterwards, the instance may
+// have run it, so [Classify] never calls it [NotSent].
+type WrittenError struct {
+	Instance string
+	Err      error
+}
+
+func (e *WrittenError) Error() string {
+	return fmt.Sprintf("endpoint: %s (the request was sent to %s)", e.Err, e.Instance)
+}
+
+// Unwrap returns the call's error.
+func (e *WrittenError) Unwrap() error { return e.Err }
 
 // httpInstance is the io.Closer of one instance's client.
 type httpInstance struct {

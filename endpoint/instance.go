@@ -156,6 +156,7 @@ func (in *instance) markClosing() {
 			break
 		}
 	}
+	e.countEjection(EjectClosing)
 	e.opts.logger.Info("instance closing", "instance", in.name)
 }
 

@@ -50,7 +50,8 @@ type options struct {
 	closingHold       time.Duration
 	evictionHold      time.Duration
 	ejections         metrics.Counter
-	now               func() int64 // tests only
+	ejectionReasons   metrics.Counter // see metrics.go
+	now               func() int64    // tests only
 }
 
 func defaultOptions() options {

@@ -54,6 +54,8 @@ type retryOptions struct {
 	retryIf        func(error) bool
 	budget         *RetryBudget
 	retries        metrics.Counter
+	retryReasons   metrics.Counter // see metrics.go
+	failures       metrics.Counter
 }
 
 // Attempts sets the number of attempts per call, the first included (default
@@ -244,7 +246,7 @@ func NewRetry(b kitlb.Balancer, opts ...RetryOption) (kitendpoint.Endpoint, erro
 	}
 	r := &retrier{b: b, opts: o}
 	r.p, _ = b.(picker)
-	return r.call, nil
+	return r.endpoint(), nil
 }
 
 func (r *retrier) call(ctx context.Context, request any) (any, error) {
@@ -307,9 +309,7 @@ func (r *retrier) call(ctx context.Context, request any) (any, error) {
 			return nil, &RetryError{Attempts: attempts, Reason: ctx.Err()}
 		case <-t.C:
 		}
-		if r.opts.retries != nil {
-			r.opts.retries.Add(1)
-		}
+		r.countRetry(err, timedOut)
 	}
 }
 

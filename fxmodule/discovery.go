@@ -80,6 +80,8 @@ type loggerParams struct {
 
 	// Logger receives lifecycle events and component logs; nil is silent.
 	Logger *slog.Logger `optional:"true"`
+	// Metrics, when supplied, are updated (see metrics.go).
+	Metrics *Metrics `optional:"true"`
 }
 
 func (p loggerParams) logger() *slog.Logger {
@@ -167,6 +169,7 @@ func newSession(lc fx.Lifecycle, s *settings, lp loggerParams) (*session, error)
 type Instancers struct {
 	sess *session
 	opts []sd.InstancerOption
+	met  *Metrics
 
 	mu sync.Mutex
 	m  map[string]*instancerEntry // nil once the session closed
@@ -184,6 +187,7 @@ func newInstancers(sess *session, s *settings, lp loggerParams) *Instancers {
 		sess: sess,
 		opts: []sd.InstancerOption{sd.BasePath(s.BasePath), sd.WithLogger(lp.logger())},
 		m:    map[string]*instancerEntry{},
+		met:  lp.metrics(),
 	}
 	sess.onClose(in.stop)
 	return in
@@ -226,7 +230,7 @@ func (in *Instancers) InstancerContext(ctx context.Context, service string) (*sd
 	in.m[service] = e
 	in.mu.Unlock()
 
-	i, err := sd.NewInstancerContext(ctx, in.sess.client, service, in.opts...)
+	i, err := sd.NewInstancerContext(ctx, in.sess.client, service, append(in.met.instancerOptions(service), in.opts...)...)
 	in.mu.Lock()
 	closed := in.m == nil
 	switch {
@@ -320,7 +324,7 @@ func newSequence(p sequenceParams) (*shutdown.Sequence, *sequence, error) {
 	cfg.Server = p.Server
 	cfg.CloseSession = p.Session.closeContext
 	// The budget was checked with the settings, before connecting.
-	seq, err := shutdown.NewSequence(cfg, lifecycle.StopBudget(s.StopTimeout), lifecycle.WithListener(lifecycle.SlogListener(p.Log.Logger)))
+	seq, err := shutdown.NewSequence(cfg, append([]lifecycle.Option{lifecycle.StopBudget(s.StopTimeout), lifecycle.WithListener(lifecycle.SlogListener(p.Log.Logger))}, p.Log.metrics().lifecycleOptions()...)...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("fxmodule: stop sequence: %w", err)
 	}
@@ -354,7 +358,7 @@ func newNotifier(p sequenceParams, log *slog.Logger) (*shutdown.Notifier, error)
 	self := p.Registrar.Instance()
 	// Signed flushes name the registration that is stopping: the stop
 	// deregisters before it flushes, and Czxid outlives the deregistration.
-	opts := []shutdown.Option{shutdown.WithLogger(log), shutdown.Registration(p.Registrar.Czxid)}
+	opts := append([]shutdown.Option{shutdown.WithLogger(log), shutdown.Registration(p.Registrar.Czxid)}, p.Log.metrics().notifierOptions()...)
 	if len(s.FlushTargets) > 0 {
 		opts = append(opts, shutdown.StaticTargets(s.FlushTargets...))
 	}

@@ -245,7 +245,7 @@ func flushURL(g sd.Instance) string {
 func newFlushHandler(s *settings, u *Upstreams, lp loggerParams) (flushResult, error) {
 	self := sd.Instance{Address: s.Address, Port: s.Port, Metadata: map[string]string{sd.MetadataFlushPath: s.FlushPath}}
 	audiences := append([]string{flushURL(self)}, s.FlushAudiences...)
-	h, err := shutdown.NewHandler([]byte(s.FlushSecret), audiences, u.Evicter, shutdown.WithLogger(lp.logger()))
+	h, err := shutdown.NewHandler([]byte(s.FlushSecret), audiences, u.Evicter, append([]shutdown.Option{shutdown.WithLogger(lp.logger())}, lp.metrics().handlerOptions()...)...)
 	if err != nil {
 		return flushResult{}, fmt.Errorf("fxmodule: flush handler: %w", err)
 	}

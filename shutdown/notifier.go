@@ -238,6 +238,7 @@ func (n *Notifier) flushOne(ctx context.Context, t flushTarget, czxid int64) Flu
 	rep.Duration = time.Since(begin)
 	rep.Acked = err == nil
 	rep.Err = err
+	n.countFlush(rep)
 	if l := n.opts.logger; l != nil {
 		if err != nil {
 			l.Warn("flush not acknowledged", "target", rep.Target, "instance", n.self.ID, "attempts", rep.Attempts, "err", err)

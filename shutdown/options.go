@@ -54,6 +54,7 @@ type options struct {
 	attemptTimeout time.Duration
 	client         *http.Client
 	registration   func() int64
+	flushes        metrics.Counter // see metrics.go
 
 	// Handler.
 	window    time.Duration

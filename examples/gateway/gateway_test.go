@@ -8,11 +8,15 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
 	kitendpoint "github.com/go-kit/kit/endpoint"
+	kitlb "github.com/go-kit/kit/sd/lb"
 	"go.uber.org/goleak"
+
+	"github.com/gracekit/gracekit/endpoint"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -89,5 +93,38 @@ func TestLoopbackFactoryRefusesOtherAddresses(t *testing.T) {
 	}
 	if calls != 6 {
 		t.Errorf("the wrapped factory was called %d times, want 6 (the loopback instances only)", calls)
+	}
+}
+
+func TestUpstreamOfNamesTheLastAttempt(t *testing.T) {
+	ue := &url.Error{Op: "Post", URL: "http://127.0.0.1:4002/orders", Err: errors.New("EOF")}
+	tests := []struct {
+		give error
+		want string
+	}{
+		{&endpoint.RetryError{Reason: endpoint.ErrNonIdempotent, Attempts: []*endpoint.AttemptError{{Attempt: 1, Instance: "127.0.0.1:4001", Err: ue}, {Attempt: 2, Instance: "http://127.0.0.1:4002", Err: ue}}}, "127.0.0.1:4002"},
+		{kitlb.RetryError{RawErrors: []error{ue}, Final: ue}, "127.0.0.1:4002"},
+		{errors.New("no address"), ""},
+	}
+	for _, tt := range tests {
+		if got := upstreamOf(tt.give); got != tt.want {
+			t.Errorf("upstreamOf(%v) = %q, want %q", tt.give, got, tt.want)
+		}
+	}
+}
+
+func TestOrdersPassTheKeyOnAsOrderKey(t *testing.T) {
+	r := httptest.NewRequest(http.MethodPost, "/api/orders", strings.NewReader(`{"symbol":"ABC","qty":1}`))
+	r.Header.Set(headerIdempotencyKey, "k1")
+	req, err := decodeOrder(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:1/orders", nil)
+	if err := orderRoute.enc(context.Background(), out, req); err != nil {
+		t.Fatal(err)
+	}
+	if out.Header.Get(headerOrderKey) != "k1" || out.Header.Get(headerIdempotencyKey) != "" {
+		t.Errorf("headers %v, want Order-Key k1 and no Idempotency-Key", out.Header)
 	}
 }

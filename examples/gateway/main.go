@@ -4,8 +4,14 @@
 //	GET  /api/quote?symbol=ABC  forwarded to GET /quote
 //	POST /api/orders            forwarded to POST /orders (non-idempotent)
 //	/metrics                    Prometheus: gateway_requests_total,
-//	                            gateway_failures_total, gateway_retries_total
+//	                            gateway_failures_total, gateway_retries_total,
+//	                            and in graceful mode gracekit's own metrics
+//	                            (lifecycle, discovery, flush, retries and
+//	                            ejections by reason; see the README)
 //	/readyz
+//
+// An order's Idempotency-Key header is passed on to the provider as
+// Order-Key (see examples/CONTRACT.md for why not under its own name).
 //
 // A call that gets no answer from a provider is answered 502 with a JSON
 // error. Configuration is the fxmodule environment variables (GRACEKIT_*:
@@ -119,7 +125,7 @@ func runGraceful(cfg fxmodule.Config, upstream string, loopbackOnly bool, m *met
 			return l
 		}),
 		fxmodule.StopTimeout(stopTimeout), // fx's stop timeout and the module's budget at once
-		fx.Supply(cfg, log),
+		fx.Supply(cfg, log, m.gracekit),
 		fx.Provide(func(u *fxmodule.Upstreams) (*http.Server, error) {
 			var calls []kitendpoint.Endpoint
 			for _, r := range []route{quoteRoute, orderRoute} {
@@ -132,8 +138,10 @@ func runGraceful(cfg fxmodule.Config, upstream string, loopbackOnly bool, m *met
 				if loopbackOnly {
 					factory = loopbackFactory(factory, uriHost)
 				}
+				name := routeName(r)
 				call, err := u.Endpoint(upstream, counted(factory),
-					fxmodule.WithRetry(endpoint.Attempts(3), endpoint.AttemptTimeout(2*time.Second)))
+					fxmodule.WithRetry(append(m.endpoint.RetryOptions(name), endpoint.Attempts(3), endpoint.AttemptTimeout(2*time.Second))...),
+					fxmodule.WithEndpointer(m.endpoint.EndpointerOptions(name)...))
 				if err != nil {
 					return nil, err
 				}

@@ -6,6 +6,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/gracekit/gracekit/examples/internal/demometrics"
+	"github.com/gracekit/gracekit/fxmodule"
 )
 
 // metrics are the gateway's Prometheus counters, labeled by route
@@ -15,6 +18,9 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	failures *prometheus.CounterVec
 	retries  *prometheus.CounterVec
+	// gracekit's own metrics, through go-kit's interfaces (graceful mode).
+	gracekit *fxmodule.Metrics
+	endpoint *demometrics.Endpoint
 }
 
 func newMetrics(mode string) *metrics {
@@ -33,6 +39,10 @@ func newMetrics(mode string) *metrics {
 	}
 	m.reg.MustRegister(m.requests, m.failures, m.retries,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if mode == "graceful" {
+		m.gracekit = demometrics.Gracekit(m.reg)
+		m.endpoint = demometrics.NewEndpoint(m.reg)
+	}
 	for _, r := range []string{"quote", "orders"} {
 		m.requests.WithLabelValues(r)
 		m.failures.WithLabelValues(r)

@@ -9,10 +9,12 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync/atomic"
 
 	kitendpoint "github.com/go-kit/kit/endpoint"
 	kitsd "github.com/go-kit/kit/sd"
+	kitlb "github.com/go-kit/kit/sd/lb"
 	kithttp "github.com/go-kit/kit/transport/http"
 
 	"github.com/gracekit/gracekit/endpoint"
@@ -21,7 +23,22 @@ import (
 // Requests the gateway forwards: a quote is a symbol, an order a JSON body.
 type (
 	quoteRequest struct{ Symbol string }
-	orderRequest struct{ Body json.RawMessage }
+	orderRequest struct {
+		Body json.RawMessage
+		Key  string // the client's Idempotency-Key, passed on as Order-Key
+	}
+)
+
+// Headers of an order's idempotency key: the client sends
+// Idempotency-Key; the gateway passes it on to the provider as Order-Key.
+// Go's http.Transport takes a POST that carries Idempotency-Key (and a
+// GetBody) for one it may replay by itself on a broken keep-alive
+// connection, assuming the server deduplicates; the demo provider does not
+// (it counts executions), and a replay the retry layer cannot see would be
+// re-sent once more when it fails to connect (examples/CONTRACT.md).
+const (
+	headerIdempotencyKey = "Idempotency-Key"
+	headerOrderKey       = "Order-Key"
 )
 
 // upstreamError is a provider's answer other than 2xx (503 excepted, which
@@ -48,8 +65,12 @@ var (
 		return nil
 	}}
 	orderRoute = route{http.MethodPost, "/orders", func(_ context.Context, r *http.Request, req any) error {
-		body := req.(orderRequest).Body
+		or := req.(orderRequest)
+		body := or.Body
 		r.Header.Set("Content-Type", "application/json")
+		if or.Key != "" {
+			r.Header.Set(headerOrderKey, or.Key)
+		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
 		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
@@ -124,7 +145,7 @@ func decodeOrder(_ context.Context, r *http.Request) (any, error) {
 	if err != nil || !json.Valid(b) {
 		return nil, errBadRequest
 	}
-	return orderRequest{Body: b}, nil
+	return orderRequest{Body: b, Key: r.Header.Get(headerIdempotencyKey)}, nil
 }
 
 var errBadRequest = errors.New("bad request")
@@ -136,7 +157,8 @@ func encodeRaw(_ context.Context, w http.ResponseWriter, resp any) error {
 }
 
 // encodeError answers 400 for a bad request and 502 with a JSON error for
-// any failure to get an answer from a provider.
+// any failure to get an answer from a provider; "upstream" is the address
+// ("host:port") of the provider the last attempt called, when known.
 func encodeError(_ context.Context, err error, w http.ResponseWriter) {
 	code := http.StatusBadGateway
 	if errors.Is(err, errBadRequest) {
@@ -144,7 +166,49 @@ func encodeError(_ context.Context, err error, w http.ResponseWriter) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
+	body := map[string]string{"error": err.Error()}
+	if u := upstreamOf(err); u != "" {
+		body["upstream"] = u
+	}
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+// upstreamOf returns the host:port the last attempt of a failed call went
+// to: the instance of gracekit's last attempt, or the URL of the request
+// of go-kit's final error; "" when unknown.
+func upstreamOf(err error) string {
+	var re *endpoint.RetryError
+	if errors.As(err, &re) && len(re.Attempts) > 0 {
+		if in := re.Attempts[len(re.Attempts)-1].Instance; in != "" {
+			if h, err := uriHostPort(in); err == nil {
+				return h
+			}
+		}
+		err = re.Last()
+	}
+	var kre kitlb.RetryError
+	if errors.As(err, &kre) {
+		err = kre.Final
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		if u, perr := url.Parse(ue.URL); perr == nil {
+			return u.Host
+		}
+	}
+	return ""
+}
+
+// uriHostPort is the host:port of a gracekit instance string.
+func uriHostPort(instance string) (string, error) {
+	if !strings.Contains(instance, "://") {
+		return instance, nil
+	}
+	u, err := url.Parse(instance)
+	if err != nil {
+		return "", err
+	}
+	return u.Host, nil
 }
 
 // newMux serves the forwarded routes and /metrics.
@@ -156,3 +220,6 @@ func newMux(quote, order kitendpoint.Endpoint, m *metrics) *http.ServeMux {
 	mux.Handle("GET /metrics", m.handler())
 	return mux
 }
+
+// routeName is the route label of r: "quote" or "orders".
+func routeName(r route) string { return strings.TrimPrefix(r.path, "/") }

@@ -7,7 +7,12 @@
 //
 // Configuration is the fxmodule environment variables (GRACEKIT_*), plus
 // PROVIDER_LATENCY, the per-request work time (default 50ms; each request
-// takes a random time in [0.5, 1.5] times it).
+// takes a random time in [0.5, 1.5] times it), PROVIDER_LEDGER, a file to
+// which the idempotency key of every order executed is appended as its work
+// starts (header Order-Key, or Idempotency-Key; one key per line), and
+// PROVIDER_METRICS_PORT, a port for GET /metrics (Prometheus), served on a
+// listener of its own so that scrapes are not requests the stop sequence
+// waits for, and until the process exits.
 //
 // Every answer names the instance id it registered with (GRACEKIT_INSTANCE_ID,
 // or the random id fxmodule gives it when that is unset).
@@ -17,7 +22,7 @@
 // session (so its node goes) and exits at once, with no drain and no flush.
 // Either way it prints one line to stdout as it exits (logs go to stderr):
 //
-//	STOPREPORT {"mode":"graceful","duration_ms":123.4,"flush_targets":2,"flush_acks":2,"after_deregistration":0,"in_flight_at_drain":1}
+//	STOPREPORT {"mode":"graceful","duration_ms":123.4,"flush_targets":2,"flush_acks":2,"after_deregistration":0,"in_flight_at_drain":1,"cut_by_drain":0}
 //
 // duration_ms is measured from the signal to the exit.
 package main
@@ -29,15 +34,22 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxevent"
 
+	"github.com/gracekit/gracekit/examples/internal/demometrics"
 	"github.com/gracekit/gracekit/fxmodule"
 	"github.com/gracekit/gracekit/sd"
 	"github.com/gracekit/gracekit/shutdown"
@@ -51,6 +63,9 @@ type StopReport struct {
 	FlushAcks           int     `json:"flush_acks"`
 	AfterDeregistration int64   `json:"after_deregistration"`
 	InFlightAtDrain     int     `json:"in_flight_at_drain"`
+	// CutByDrain counts requests still in flight when the drain's bound
+	// ended (shutdown.Report.CutByDrain): their clients got no answer.
+	CutByDrain int `json:"cut_by_drain"`
 }
 
 func main() {
@@ -76,6 +91,29 @@ func run(mode string) error {
 			return fmt.Errorf("invalid PROVIDER_LATENCY %q (a Go duration such as 50ms)", v)
 		}
 	}
+	var led *ledger
+	if p := os.Getenv("PROVIDER_LEDGER"); p != "" {
+		if led, err = openLedger(p); err != nil {
+			return err
+		}
+		defer led.Close()
+	}
+	promReg := prometheus.NewRegistry()
+	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	met := demometrics.Gracekit(promReg)
+	if v := os.Getenv("PROVIDER_METRICS_PORT"); v != "" {
+		port, err := strconv.Atoi(v)
+		if err != nil || port < 1 || port > 65535 {
+			return fmt.Errorf("invalid PROVIDER_METRICS_PORT %q (a port from 1 to 65535)", v)
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort("", v))
+		if err != nil {
+			return err
+		}
+		ms := &http.Server{Handler: promhttp.HandlerFor(promReg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = ms.Serve(ln) }()
+		defer ms.Close() // at exit: the last scrape may see the whole stop
+	}
 	stopTimeout := cfg.StopTimeout
 	if stopTimeout == 0 {
 		stopTimeout = fxmodule.DefaultStopTimeout
@@ -99,11 +137,11 @@ func run(mode string) error {
 			return l
 		}),
 		fxmodule.StopTimeout(stopTimeout), // fx's stop timeout and the module's budget at once
-		fx.Supply(cfg, log),
+		fx.Supply(cfg, log, met),
 		fx.Provide(func(reg *sd.Registrar) *http.Server {
 			// The registered id: cfg.InstanceID is empty when fxmodule
 			// makes one up.
-			svc := &quoteService{instance: reg.Instance().ID, latency: latency}
+			svc := &quoteService{instance: reg.Instance().ID, latency: latency, ledger: led}
 			return &http.Server{Handler: newHandler(svc), ReadHeaderTimeout: 5 * time.Second}
 		}),
 		fxmodule.Discovery,
@@ -140,12 +178,13 @@ func run(mode string) error {
 		}
 		rep.AfterDeregistration = r.AfterDeregistration
 		rep.InFlightAtDrain = r.InFlightAtDrain
+		rep.CutByDrain = r.CutByDrain
 	}
 	rep.DurationMS = math.Round(float64(time.Since(begin).Microseconds())/100) / 10
 	b, err := json.Marshal(rep)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("STOPREPORT %s,\"cut_by_drain\":%d}\n", b[:len(b)-1], seq.Report().CutByDrain) // requests the drain timeout cut (issue 8, case 18)
+	fmt.Printf("STOPREPORT %s\n", b)
 	return nil
 }

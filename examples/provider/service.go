@@ -21,7 +21,9 @@ import (
 // instance that gave it.
 type QuoteService interface {
 	Quote(ctx context.Context, symbol string) (Quote, error)
-	PlaceOrder(ctx context.Context, symbol string, qty int) (Order, error)
+	// PlaceOrder executes an order. A non-empty key is appended to the
+	// ledger as the work starts, before the answer.
+	PlaceOrder(ctx context.Context, symbol string, qty int, key string) (Order, error)
 }
 
 // Quote is the answer of GET /quote.
@@ -44,6 +46,7 @@ var errBadRequest = errors.New("bad request")
 type quoteService struct {
 	instance string
 	latency  time.Duration
+	ledger   *ledger // nil: no ledger
 	orders   atomic.Int64
 }
 
@@ -76,9 +79,13 @@ func (s *quoteService) Quote(ctx context.Context, symbol string) (Quote, error) 
 	return Quote{Symbol: strings.ToUpper(symbol), Price: price, Instance: s.instance}, nil
 }
 
-func (s *quoteService) PlaceOrder(ctx context.Context, symbol string, qty int) (Order, error) {
-	if symbol == "" || qty < 1 || qty > 1_000_000 {
+func (s *quoteService) PlaceOrder(ctx context.Context, symbol string, qty int, key string) (Order, error) {
+	if symbol == "" || qty < 1 || qty > 1_000_000 || checkKey(key) != nil {
 		return Order{}, errBadRequest
+	}
+	// The work starts: from here on the order counts as executed.
+	if err := s.ledger.Append(key); err != nil {
+		return Order{}, err
 	}
 	if err := s.work(ctx); err != nil {
 		return Order{}, err
@@ -92,6 +99,7 @@ type quoteRequest struct{ Symbol string }
 type orderRequest struct {
 	Symbol string `json:"symbol"`
 	Qty    int    `json:"qty"`
+	Key    string `json:"-"` // Order-Key, or Idempotency-Key
 }
 
 func makeQuoteEndpoint(s QuoteService) kitendpoint.Endpoint {
@@ -103,7 +111,7 @@ func makeQuoteEndpoint(s QuoteService) kitendpoint.Endpoint {
 func makeOrderEndpoint(s QuoteService) kitendpoint.Endpoint {
 	return func(ctx context.Context, req any) (any, error) {
 		r := req.(orderRequest)
-		return s.PlaceOrder(ctx, r.Symbol, r.Qty)
+		return s.PlaceOrder(ctx, r.Symbol, r.Qty, r.Key)
 	}
 }
 
@@ -115,6 +123,10 @@ func decodeOrderRequest(_ context.Context, r *http.Request) (any, error) {
 	var req orderRequest
 	if err := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 4<<10)).Decode(&req); err != nil {
 		return nil, errBadRequest
+	}
+	req.Key = r.Header.Get(HeaderOrderKey)
+	if req.Key == "" {
+		req.Key = r.Header.Get(HeaderIdempotencyKey)
 	}
 	return req, nil
 }

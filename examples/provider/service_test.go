@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -46,5 +48,42 @@ func TestRoutesAnswerWithTheInstance(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("POST /orders with qty 0 = %d, want 400", resp.StatusCode)
+	}
+}
+
+func TestOrdersAreLedgeredBeforeTheAnswer(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger")
+	led, err := openLedger(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer led.Close()
+	srv := httptest.NewServer(newHandler(&quoteService{instance: "quote-7", ledger: led}))
+	defer srv.Close()
+	defer srv.Client().CloseIdleConnections()
+	for _, h := range []struct{ name, key string }{{HeaderOrderKey, "k1"}, {HeaderIdempotencyKey, "k2"}, {"", ""}, {HeaderOrderKey, "bad key"}} {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/orders", strings.NewReader(`{"symbol":"ABC","qty":3}`))
+		if h.name != "" {
+			req.Header.Set(h.name, h.key)
+		}
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		want := http.StatusOK
+		if h.key == "bad key" {
+			want = http.StatusBadRequest
+		}
+		if resp.StatusCode != want {
+			t.Errorf("POST with %s %q = %d, want %d", h.name, h.key, resp.StatusCode, want)
+		}
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != "k1\nk2\n" {
+		t.Errorf("ledger = %q, want k1 and k2, one per line", b)
 	}
 }

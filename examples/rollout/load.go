@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,11 +22,16 @@ type sample struct {
 	at       time.Time // when it was sent
 	latency  time.Duration
 	post     bool
-	gateway  int
+	key      string // a POST's Idempotency-Key
+	consumer int    // index of the consumer (gateway) it went through
 	failed   bool
 	reason   string // why it failed: "HTTP 502: ..." or the transport error
+	upstream string // a failure's "upstream" (host:port of the provider the last attempt called), if named
 	instance string // the provider named in the response, when there is one
 }
+
+// headerIdempotencyKey carries the key every POST /api/orders has.
+const headerIdempotencyKey = "Idempotency-Key"
 
 // isPost tells whether the n-th request (from 1) is a POST /api/orders: one
 // in five, so 20% of the load is non-idempotent.
@@ -33,10 +39,12 @@ func isPost(n int64) bool { return n%5 == 0 }
 
 var symbols = []string{"ABC", "GKIT", "ZOO", "FX", "QTE"}
 
-// load is a fixed pool of workers that send requests through the gateways
-// until stopped, until maxRequests are sent, or until the context ends.
+// load is a fixed pool of workers that send requests through the
+// consumers (gateways) until stopped, until maxRequests are sent, or until
+// the context ends.
 type load struct {
-	gateways    []string // base URLs, "http://127.0.0.1:port"
+	gateways    []string // base URLs, "http://127.0.0.1:port", one per consumer
+	keyPrefix   string   // of the POSTs' idempotency keys, unique per run and mode
 	client      *http.Client
 	transport   *http.Transport
 	maxRequests int64
@@ -57,7 +65,7 @@ type load struct {
 	fails   atomic.Int64
 }
 
-func newLoad(gateways []string, workers int, maxRequests int64, timeout time.Duration, deadline time.Time) *load {
+func newLoad(gateways []string, keyPrefix string, workers int, maxRequests int64, timeout time.Duration, deadline time.Time) *load {
 	tr := &http.Transport{
 		Proxy:               nil, // loopback only
 		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
@@ -68,6 +76,7 @@ func newLoad(gateways []string, workers int, maxRequests int64, timeout time.Dur
 	}
 	l := &load{
 		gateways:    gateways,
+		keyPrefix:   keyPrefix,
 		transport:   tr,
 		client:      &http.Client{Transport: tr, Timeout: timeout},
 		maxRequests: maxRequests,
@@ -129,7 +138,7 @@ func (l *load) worker(ctx context.Context, w int) {
 		if n > l.maxRequests {
 			return
 		}
-		gw := (w + i) % len(l.gateways) // alternate between the gateways
+		gw := (w + i) % len(l.gateways) // go round the consumers
 		s := l.do(ctx, gw, n)
 		if ctx.Err() != nil {
 			return // interrupted: the request says nothing about the service
@@ -147,7 +156,7 @@ func (l *load) worker(ctx context.Context, w int) {
 }
 
 func (l *load) do(ctx context.Context, gw int, n int64) sample {
-	s := sample{at: time.Now(), post: isPost(n), gateway: gw}
+	s := sample{at: time.Now(), post: isPost(n), consumer: gw}
 	sym := symbols[int(n)%len(symbols)]
 	var req *http.Request
 	var err error
@@ -155,7 +164,9 @@ func (l *load) do(ctx context.Context, gw int, n int64) sample {
 		body := fmt.Sprintf(`{"symbol":%q,"qty":%d}`, sym, 1+n%9)
 		req, err = http.NewRequestWithContext(ctx, http.MethodPost, l.gateways[gw]+"/api/orders", bytes.NewReader([]byte(body)))
 		if err == nil {
+			s.key = l.keyPrefix + strconv.FormatInt(n, 10)
 			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set(headerIdempotencyKey, s.key)
 		}
 	} else {
 		req, err = http.NewRequestWithContext(ctx, http.MethodGet, l.gateways[gw]+"/api/quote?symbol="+sym, nil)
@@ -175,7 +186,8 @@ func (l *load) do(ctx context.Context, gw int, n int64) sample {
 	s.latency = time.Since(s.at)
 	switch {
 	case resp.StatusCode != http.StatusOK:
-		s.failed, s.reason = true, fmt.Sprintf("HTTP %d: %s", resp.StatusCode, shorten(string(body), 100))
+		s.failed, s.reason = true, fmt.Sprintf("HTTP %d: %s", resp.StatusCode, shorten(errorOf(body), 100))
+		s.upstream = upstreamOf(body)
 	case rerr != nil:
 		s.failed, s.reason = true, "reading body: "+transportReason(rerr)
 	default:
@@ -193,6 +205,28 @@ func instanceOf(body []byte) string {
 		return ""
 	}
 	return v.Instance
+}
+
+// errorOf returns the "error" field of a JSON error body, or the body.
+func errorOf(body []byte) string {
+	var v struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(body, &v) != nil || v.Error == "" {
+		return string(body)
+	}
+	return v.Error
+}
+
+// upstreamOf returns the "upstream" field of a JSON error body, or "".
+func upstreamOf(body []byte) string {
+	var v struct {
+		Upstream string `json:"upstream"`
+	}
+	if json.Unmarshal(body, &v) != nil {
+		return ""
+	}
+	return v.Upstream
 }
 
 // transportReason drops the method and URL from a client error.
@@ -231,12 +265,13 @@ func (l *load) ended() bool {
 	}
 }
 
-// seenSince tells whether every gateway has answered with instance since t.
-func (l *load) seenSince(instance string, t time.Time) bool {
+// seenSince tells whether each of the consumers (indexes) has answered
+// with instance since t.
+func (l *load) seenSince(instance string, t time.Time, consumers []int) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, m := range l.seen {
-		if !m[instance].After(t) {
+	for _, c := range consumers {
+		if !l.seen[c][instance].After(t) {
 			return false
 		}
 	}

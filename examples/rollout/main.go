@@ -1,37 +1,59 @@
 // Command rollout is the driver of `make demo`: it builds the example
-// provider and gateway, starts a local ZooKeeper (unless GRACEKIT_ZK_SERVERS
-// names one), then, once with gracekit as designed ("graceful") and once the
-// way teams do it today ("naive"), runs 2 gateways and 3 providers, sends
-// steady load through the gateways and restarts every provider in turn. It
-// prints a table per mode and, last, one RESULT line per mode:
+// provider, gateway and cached gateway, starts a local ZooKeeper (unless
+// GRACEKIT_ZK_SERVERS names one), then, once with gracekit as designed
+// ("graceful") and once the way teams do it today ("naive"), runs 3
+// providers behind three consumers side by side, sends steady load through
+// the consumers, restarts every provider in turn, and then kills one with
+// SIGKILL. The consumers are gracekit's gateway, go-kit as documented (stock
+// sd/zk Instancer, sd.NewEndpointer, lb.NewRoundRobin, lb.Retry), and a
+// gateway that caches its list for 35 s like Spring Cloud LoadBalancer,
+// which graceful providers flush through gracekit's Spring compatibility
+// mode. The modes differ only in how providers stop: graceful runs the
+// gracekit stop sequence, naive exits at once.
 //
-//	RESULT mode=<graceful|naive> requests=<n> failed=<n> p99_ms=<x> max_stop_ms=<x>
+// Every POST /api/orders carries an Idempotency-Key; every provider appends
+// the key of each order it executes to a ledger file (PROVIDER_LEDGER), so
+// the driver counts orders executed twice. A restarted provider listens on
+// a new port, as a new pod gets a new IP. It prints a table per mode, broken
+// down by consumer, and, last, one RESULT line per mode:
 //
-// (followed by " invalid=1" when the mode's run does not show what it should;
-// see below).
+//	RESULT mode=<graceful|naive> requests=<n> failed=<n> duplicated=<n> p99_ms=<x> max_stop_ms=<x> crash_failed=<n>
 //
-// It exits 1 when graceful mode failed any request, or when a mode is
-// invalid: the load ended (at its time or count bound) before every provider
-// had been restarted and routed to again, so that some restart happened
-// without load; stderr says which. It leaves no process behind: children
-// run in their own process groups with Pdeathsig, and every exit path,
-// Ctrl-C included, kills them and stops ZooKeeper. Child output goes to log
-// files in a temporary directory, printed on failure.
+// (followed by " invalid=1" when the mode's run does not show what it
+// should). failed leaves out, and crash_failed counts, the requests that
+// failed because the provider was killed: in flight on it, or sent to its
+// dead address afterwards by a consumer whose list still held it (the
+// consumer's 502 names the address);
+// duplicated leaves out orders the killed provider had started that a
+// consumer re-sent (the table shows them as crash_resent).
+//
+// It exits 1 when graceful mode failed or duplicated any request, when
+// naive mode showed no harm (failed + duplicated = 0), when gracekit's
+// gateway executed an order twice, when an order answered OK is in no
+// ledger, or when a mode is invalid: the load ended (at its time or count
+// bound) before every provider had been restarted and routed to again, so
+// that some restart happened without load; stderr says which. It leaves no
+// process behind: children run in their own process groups with
+// Pdeathsig, and every exit path, Ctrl-C included, kills them and stops
+// ZooKeeper. Child output goes to log files in a temporary directory,
+// printed on failure.
 //
 // Every run uses its own ZooKeeper base path, /gracekit-demo-<random hex>,
 // given to every child as GRACEKIT_BASE_PATH, so that a shared ZooKeeper
 // (GRACEKIT_ZK_SERVERS) never mixes the demo's instances with real ones;
 // the driver deletes nodes only below that path, and deletes the path
-// itself at the end. The gateways get GATEWAY_LOOPBACK_ONLY=1: they refuse
+// itself at the end. The consumers get GATEWAY_LOOPBACK_ONLY=1: they refuse
 // any instance whose address is not a loopback address.
 //
 // The processes talk to the driver as examples/CONTRACT.md says. Flags:
 //
 //	-modes graceful,naive  modes to run, in order
-//	-workers 20            concurrent load workers (alternating gateways)
+//	-workers 21            concurrent load workers (going round the consumers)
 //	-requests 5000         minimum requests per mode (20% POST /api/orders)
 //	-latency 50ms          PROVIDER_LATENCY
-//	-bindir DIR            use prebuilt provider and gateway binaries
+//	-reuse-ports           restart providers on their old port
+//	-no-crash              skip the kill -9
+//	-bindir DIR            use prebuilt provider, gateway and cachedgw binaries
 //	-keep                  keep the temporary directory on success
 package main
 
@@ -43,6 +65,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -63,14 +86,15 @@ import (
 const (
 	pkgProvider = "github.com/gracekit/gracekit/examples/provider"
 	pkgGateway  = "github.com/gracekit/gracekit/examples/gateway"
+	pkgCached   = "github.com/gracekit/gracekit/examples/cachedgw"
 
 	providerService = "quote"
 	gatewayService  = "gateway"
+	cachedService   = "cachedgw"
 	// basePathPrefix starts the run's own base path (CONTRACT.md); the
 	// driver never deletes a node outside such a path.
 	basePathPrefix = "/gracekit-demo-"
 	nProviders     = 3
-	nGateways      = 2
 )
 
 type config struct {
@@ -80,13 +104,17 @@ type config struct {
 	maxRequests int64
 	latency     time.Duration
 	preRoll     time.Duration // load before the first restart
-	postRoll    time.Duration // load after the last restart, at least
+	preCrash    time.Duration // load after the rolling restart, before the crash
+	postCrash   time.Duration // load after the crash, at least
+	postRoll    time.Duration // load after the crash, at least, and until minRequests
 	loadLimit   time.Duration // hard bound on a mode's load
 	stopLimit   time.Duration // SIGTERM to SIGKILL
 	readyLimit  time.Duration // start to /readyz 200
 	reqTimeout  time.Duration
 	keep        bool
-	binDir      string // prebuilt provider and gateway, instead of building
+	reusePorts  bool   // restart providers on their old port
+	noCrash     bool   // skip the kill -9
+	binDir      string // prebuilt provider, gateway and cachedgw, instead of building
 }
 
 func main() { os.Exit(run()) }
@@ -98,13 +126,15 @@ func logf(format string, args ...any) {
 }
 
 func parseFlags() config {
-	c := config{preRoll: 2 * time.Second, postRoll: 2 * time.Second, loadLimit: 75 * time.Second,
+	c := config{preRoll: 1500 * time.Millisecond, preCrash: time.Second, postCrash: 2 * time.Second, postRoll: 0, loadLimit: 75 * time.Second,
 		stopLimit: 20 * time.Second, readyLimit: 30 * time.Second, reqTimeout: 10 * time.Second}
 	modes := flag.String("modes", "graceful,naive", "modes to run, in order")
-	flag.IntVar(&c.workers, "workers", 20, "concurrent load workers")
+	flag.IntVar(&c.workers, "workers", 21, "concurrent load workers (going round the consumers)")
 	flag.Int64Var(&c.minRequests, "requests", 5000, "minimum requests per mode")
 	flag.DurationVar(&c.latency, "latency", 50*time.Millisecond, "PROVIDER_LATENCY given to the providers")
-	flag.StringVar(&c.binDir, "bindir", "", "use the provider and gateway binaries in this directory instead of building them")
+	flag.BoolVar(&c.reusePorts, "reuse-ports", false, "restart providers on their old port (default: a new port per restart, like a new pod's new IP)")
+	flag.BoolVar(&c.noCrash, "no-crash", false, "skip the kill -9 of a provider after the rolling restart")
+	flag.StringVar(&c.binDir, "bindir", "", "use the provider, gateway and cachedgw binaries in this directory instead of building them")
 	flag.BoolVar(&c.keep, "keep", false, "keep the temporary directory (binaries, logs) even on success")
 	flag.Parse()
 	for m := range strings.SplitSeq(*modes, ",") {
@@ -137,7 +167,7 @@ func run() (code int) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	d := &driver{cfg: cfg, tmp: tmp, sup: newSupervisor(), basePath: basePathPrefix + randomHex(8)}
+	d := &driver{cfg: cfg, tmp: tmp, sup: newSupervisor(), basePath: basePathPrefix + randomHex(8), runID: randomHex(4), usedPorts: map[int]bool{}}
 
 	// Ctrl-C or SIGTERM: stop the scenario and kill every child at once; a
 	// second signal exits without waiting for anything else.
@@ -204,13 +234,8 @@ func run() (code int) {
 	}
 	code = 0
 	for _, r := range results {
-		if r.Invalid != "" {
-			fmt.Fprintf(os.Stderr, "rollout: mode %s is invalid: %s; binaries and logs are in %s\n", r.Mode, r.Invalid, tmp)
-			d.keptNoted = true
-			code = 1
-		}
-		if r.Mode == "graceful" && r.Failed > 0 {
-			fmt.Fprintf(os.Stderr, "rollout: graceful mode failed %d of %d requests; binaries and logs are in %s\n", r.Failed, r.Requests, tmp)
+		if why := verdict(r); why != "" {
+			fmt.Fprintf(os.Stderr, "rollout: mode %s: %s; binaries and logs are in %s\n", r.Mode, why, tmp)
 			d.keptNoted = true
 			code = 1
 		}
@@ -227,6 +252,8 @@ type driver struct {
 	tmp         string
 	sup         *supervisor
 	basePath    string // this run's base path: basePathPrefix + random hex
+	runID       string // starts every idempotency key of the run
+	usedPorts   map[int]bool
 	interrupted atomic.Bool
 
 	zkMu      sync.Mutex
@@ -284,12 +311,14 @@ func (d *driver) run(ctx context.Context) ([]*modeResult, error) {
 	return results, nil
 }
 
-// build compiles the provider and the gateway once, into the temp dir.
+// build compiles the provider, the gateway and the cached gateway once,
+// into the temp dir.
 func (d *driver) build(ctx context.Context) error {
 	if d.cfg.binDir != "" {
 		d.bins = map[string]string{
 			providerService: filepath.Join(d.cfg.binDir, "provider"),
 			gatewayService:  filepath.Join(d.cfg.binDir, "gateway"),
+			cachedService:   filepath.Join(d.cfg.binDir, "cachedgw"),
 		}
 		return nil
 	}
@@ -301,15 +330,16 @@ func (d *driver) build(ctx context.Context) error {
 	if goCmd == "" {
 		goCmd = "go"
 	}
-	logf("building examples/provider and examples/gateway")
-	cmd := exec.CommandContext(ctx, goCmd, "build", "-o", bin, pkgProvider, pkgGateway)
+	logf("building examples/provider, examples/gateway and examples/cachedgw")
+	cmd := exec.CommandContext(ctx, goCmd, "build", "-o", bin, pkgProvider, pkgGateway, pkgCached)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("go build %s %s: %w", pkgProvider, pkgGateway, err)
+		return fmt.Errorf("go build %s %s %s: %w", pkgProvider, pkgGateway, pkgCached, err)
 	}
 	d.bins = map[string]string{
 		providerService: filepath.Join(bin, "provider"),
 		gatewayService:  filepath.Join(bin, "gateway"),
+		cachedService:   filepath.Join(bin, "cachedgw"),
 	}
 	return nil
 }
@@ -341,25 +371,46 @@ func (d *driver) startZK(ctx context.Context) error {
 	return nil
 }
 
-// instance is one provider or gateway slot: its id and port are stable
-// across restarts.
+// Consumer names, as the table shows them.
+const (
+	consumerGracekit = "gracekit"
+	consumerGoKit    = "go-kit"
+	consumerCached   = "cached"
+)
+
+// instance is one provider or consumer slot: its id is stable across
+// restarts; a provider gets a new port at each restart unless -reuse-ports.
 type instance struct {
 	service string
 	id      string
+	name    string // the consumer's name in the table; "" for a provider
+	bin     string // key of driver.bins
+	args    []string
+	watches bool // a consumer that watches ZooKeeper: it must route to a restarted provider
 	port    int
-	env     []string
+	vars    map[string]string
 	runs    int
 	proc    *proc
 }
 
-func (in *instance) url(path string) string {
-	return "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(in.port)) + path
-}
+func (in *instance) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(in.port)) }
 
-func (d *driver) startInstance(mode, dir string, in *instance) error {
+func (in *instance) url(path string) string { return "http://" + in.addr() + path }
+
+// procName names the instance's current process: "quote-1.run2".
+func (in *instance) procName() string { return fmt.Sprintf("%s.run%d", in.id, in.runs) }
+
+// startInstance starts the instance's next run. A provider's ledger is
+// <dir>/ledger/<id>.run<n>.keys.
+func (d *driver) startInstance(dir string, in *instance) error {
 	in.runs++
-	logPath := filepath.Join(dir, fmt.Sprintf("%s.run%d.log", in.id, in.runs))
-	p, err := d.sup.start(in.id, d.bins[in.service], []string{"-mode", mode}, in.env, logPath)
+	vars := maps.Clone(in.vars)
+	vars["GRACEKIT_PORT"] = strconv.Itoa(in.port)
+	if in.service == providerService {
+		vars["PROVIDER_LEDGER"] = filepath.Join(dir, "ledger", in.procName()+".keys")
+	}
+	logPath := filepath.Join(dir, in.procName()+".log")
+	p, err := d.sup.start(in.id, d.bins[in.bin], in.args, childEnv(os.Environ(), vars), logPath)
 	if err != nil {
 		return err
 	}
@@ -367,23 +418,43 @@ func (d *driver) startInstance(mode, dir string, in *instance) error {
 	return nil
 }
 
+// newPort returns a free port not used before in this run, so that a
+// restarted provider listens at a new address, as a new pod gets a new IP.
+func (d *driver) newPort() (int, error) {
+	for range 20 {
+		ps, err := zktest.FreePorts(1)
+		if err != nil {
+			return 0, err
+		}
+		if !d.usedPorts[ps[0]] {
+			d.usedPorts[ps[0]] = true
+			return ps[0], nil
+		}
+	}
+	return 0, errors.New("no new free port after 20 tries")
+}
+
 func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err error) {
 	cfg := d.cfg
 	dir := filepath.Join(d.tmp, mode)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, "ledger"), 0o755); err != nil {
 		return nil, err
 	}
 	logf("=== mode %s (logs in %s)", mode, dir)
 
-	var providers, gateways []*instance
-	for i := 1; i <= nGateways; i++ {
-		gateways = append(gateways, &instance{service: gatewayService, id: fmt.Sprintf("%s-%d", gatewayService, i)})
+	// The three consumers, side by side under the same load: gracekit's
+	// gateway, go-kit as documented, and a Spring-style cached gateway.
+	consumers := []*instance{
+		{service: gatewayService, id: gatewayService + "-gracekit", name: consumerGracekit, bin: gatewayService, args: []string{"-mode", "graceful"}, watches: true},
+		{service: gatewayService, id: gatewayService + "-gokit", name: consumerGoKit, bin: gatewayService, args: []string{"-mode", "naive"}, watches: true},
+		{service: cachedService, id: cachedService + "-1", name: consumerCached, bin: cachedService},
 	}
+	var providers []*instance
 	for i := 1; i <= nProviders; i++ {
-		providers = append(providers, &instance{service: providerService, id: fmt.Sprintf("%s-%d", providerService, i)})
+		providers = append(providers, &instance{service: providerService, id: fmt.Sprintf("%s-%d", providerService, i), bin: providerService, args: []string{"-mode", mode}})
 	}
 	var stale []string
-	for _, in := range slices.Concat(gateways, providers) {
+	for _, in := range slices.Concat(consumers, providers) {
 		stale = append(stale, d.basePath+"/"+in.service+"/"+in.id)
 	}
 	// A previous mode may have left nodes of killed processes (only in this
@@ -392,34 +463,37 @@ func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err
 		logf("warning: cleaning old instance nodes: %v", err)
 	}
 
-	ports, err := zktest.FreePorts(nProviders + nGateways)
-	if err != nil {
-		return nil, err
-	}
 	secret := randomHex(32)
-	for i, in := range slices.Concat(gateways, providers) {
-		in.port = ports[i]
-		vars := map[string]string{
+	for _, in := range slices.Concat(consumers, providers) {
+		if in.port, err = d.newPort(); err != nil {
+			return nil, err
+		}
+	}
+	cached := consumers[2]
+	for _, in := range slices.Concat(consumers, providers) {
+		in.vars = map[string]string{
 			"GRACEKIT_ZK_SERVERS":   d.zkConnect,
 			"GRACEKIT_BASE_PATH":    d.basePath,
 			"GRACEKIT_SERVICE":      in.service,
 			"GRACEKIT_INSTANCE_ID":  in.id,
 			"GRACEKIT_ADDRESS":      "127.0.0.1",
-			"GRACEKIT_PORT":         strconv.Itoa(in.port),
 			"GRACEKIT_FLUSH_SECRET": secret,
 		}
-		if in.service == gatewayService {
-			vars["GATEWAY_UPSTREAM"] = providerService
-			vars["GATEWAY_LOOPBACK_ONLY"] = "1" // only ever the demo's own providers
+		if in.service == providerService {
+			in.vars["GRACEKIT_FLUSH_GATEWAYS"] = gatewayService
+			in.vars["PROVIDER_LATENCY"] = cfg.latency.String()
+			if mode == "graceful" {
+				// The Spring compatibility mode flushes the cached gateway.
+				in.vars["GRACEKIT_SPRING_FLUSH_TARGETS"] = cached.url("/flushCache")
+			}
 		} else {
-			vars["GRACEKIT_FLUSH_GATEWAYS"] = gatewayService
-			vars["PROVIDER_LATENCY"] = cfg.latency.String()
+			in.vars["GATEWAY_UPSTREAM"] = providerService
+			in.vars["GATEWAY_LOOPBACK_ONLY"] = "1" // only ever the demo's own providers
 		}
-		in.env = childEnv(os.Environ(), vars)
 	}
 
 	// Whatever happens, end this mode's processes: providers first (a
-	// graceful provider flushes the gateways as it stops), then gateways.
+	// graceful provider flushes the gateways as it stops), then consumers.
 	defer func() {
 		procsOf := func(ins []*instance) []*proc {
 			var ps []*proc
@@ -429,33 +503,39 @@ func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err
 			return ps
 		}
 		d.sup.stopAll(procsOf(providers), 10*time.Second)
-		d.sup.stopAll(procsOf(gateways), 10*time.Second)
+		d.sup.stopAll(procsOf(consumers), 10*time.Second)
 	}()
 
 	d.zkMu.Lock()
 	d.zkUsed = true
 	d.zkMu.Unlock()
-	for _, in := range slices.Concat(gateways, providers) {
-		if err := d.startInstance(mode, dir, in); err != nil {
+	// Providers first: the cached gateway reads its list once, at start.
+	for _, in := range slices.Concat(providers, consumers) {
+		if err := d.startInstance(dir, in); err != nil {
 			return nil, err
 		}
 	}
-	logf("[%s] started %d gateways and %d providers; waiting for /readyz", mode, nGateways, nProviders)
-	for _, in := range slices.Concat(providers, gateways) {
+	logf("[%s] started %d providers and %d consumers (gracekit, go-kit, cached); waiting for /readyz", mode, nProviders, len(consumers))
+	for _, in := range slices.Concat(providers, consumers) {
 		if err := waitReady(ctx, in, cfg.readyLimit); err != nil {
 			return nil, err
 		}
 	}
-	gwURLs := make([]string, len(gateways))
-	for i, gw := range gateways {
-		gwURLs[i] = gw.url("")
-		if err := waitRoutes(ctx, gw, nProviders, cfg.readyLimit); err != nil {
+	urls := make([]string, len(consumers))
+	names := make([]string, len(consumers))
+	var watching []int
+	for i, c := range consumers {
+		urls[i], names[i] = c.url(""), c.name
+		if c.watches {
+			watching = append(watching, i)
+		}
+		if err := waitRoutes(ctx, c, nProviders, cfg.readyLimit); err != nil {
 			return nil, err
 		}
 	}
-	logf("[%s] all ready; load: %d workers, ≥%d requests, 20%% POST /api/orders", mode, cfg.workers, cfg.minRequests)
+	logf("[%s] all ready; load: %d workers, ≥%d requests, 20%% POST /api/orders with an Idempotency-Key", mode, cfg.workers, cfg.minRequests)
 
-	ld := newLoad(gwURLs, cfg.workers, cfg.maxRequests, cfg.reqTimeout, time.Now().Add(cfg.loadLimit))
+	ld := newLoad(urls, fmt.Sprintf("%s-%s-", d.runID, mode), cfg.workers, cfg.maxRequests, cfg.reqTimeout, time.Now().Add(cfg.loadLimit))
 	ld.run(ctx)
 	defer ld.stop()
 	if err := sleepCtx(ctx, cfg.preRoll); err != nil {
@@ -463,13 +543,13 @@ func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err
 	}
 	loadStart := ld.started
 
-	res = &modeResult{Mode: mode, Workers: cfg.workers, Gateways: nGateways, Latency: cfg.latency}
+	res = &modeResult{Mode: mode, Workers: cfg.workers, Latency: cfg.latency}
 	type window struct{ from, to time.Time }
 	windows := make([]window, len(providers))
 	for i, in := range providers {
 		// Spread the restarts over the run: the i-th waits for its share of
 		// the requests (it never waits when stops are slower than that).
-		due := int64(i+1) * cfg.minRequests / int64(len(providers)+1)
+		due := int64(i+1) * cfg.minRequests / int64(len(providers)+2)
 		for ld.completed.Load() < due && time.Since(loadStart) < cfg.loadLimit/2 {
 			if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
 				return nil, err
@@ -504,8 +584,13 @@ func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		logf("[%s] %s exited (%s) after %.0fms; starting it again", mode, in.id, st.Exit, ms(st.Wall))
-		if err := d.startInstance(mode, dir, in); err != nil {
+		if !cfg.reusePorts {
+			if in.port, err = d.newPort(); err != nil {
+				return nil, err
+			}
+		}
+		logf("[%s] %s exited (%s) after %.0fms; starting it again at %s", mode, in.id, st.Exit, ms(st.Wall), in.addr())
+		if err := d.startInstance(dir, in); err != nil {
 			return nil, err
 		}
 		if err := waitReady(ctx, in, cfg.readyLimit); err != nil {
@@ -513,10 +598,12 @@ func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err
 		}
 		readyAt := time.Now()
 		st.BackReady = readyAt.Sub(sigAt)
-		// Like a rollout with maxUnavailable=1: go on once the gateways
-		// route to the new process (bounded; the load tells us).
+		// Like a rollout with maxUnavailable=1: go on once the consumers
+		// that watch ZooKeeper route to the new process (bounded; the load
+		// tells us). The cached gateway learns of it only when it reads
+		// its list again.
 		back := readyAt
-		for deadline := readyAt.Add(10 * time.Second); !ld.seenSince(in.id, readyAt); {
+		for deadline := readyAt.Add(10 * time.Second); !ld.seenSince(in.id, readyAt, watching); {
 			if ld.ended() {
 				break // no request will be sent any more; checked below
 			}
@@ -531,7 +618,7 @@ func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err
 		}
 		windows[i] = window{sigAt, back}
 		res.Stops = append(res.Stops, st)
-		if !ld.seenSince(in.id, readyAt) && ld.ended() {
+		if !ld.seenSince(in.id, readyAt, watching) && ld.ended() {
 			// The restart was not seen through: the load stopped first.
 			res.Invalid = fmt.Sprintf("the load reached its bound (%d requests, %.1fs) before the gateways routed to %s again",
 				ld.completed.Load(), time.Since(loadStart).Seconds(), in.id)
@@ -539,6 +626,22 @@ func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err
 			break
 		}
 		logf("[%s] %s ready again after %.0fms, routed after %.0fms", mode, in.id, ms(st.BackReady), ms(back.Sub(sigAt)))
+	}
+
+	// One crash: kill -9 a provider under load. Nothing can drain it.
+	var crash *crashInfo
+	if res.Invalid == "" && !cfg.noCrash && !ld.finished() {
+		if err := sleepCtx(ctx, cfg.preCrash); err != nil {
+			return nil, err
+		}
+		victim := providers[1]
+		crash = &crashInfo{ID: victim.id, Proc: victim.procName(), Addr: victim.addr(), At: time.Now()}
+		logf("[%s] kill -9 %s (%s) (%d requests so far, %d failed)", mode, victim.id, crash.Addr, ld.completed.Load(), ld.fails.Load())
+		victim.proc.stop(syscall.SIGKILL, 5*time.Second)
+		res.CrashExit = victim.proc.exitString()
+		if err := sleepCtx(ctx, cfg.postCrash); err != nil {
+			return nil, err
+		}
 	}
 
 	post := time.Now()
@@ -555,13 +658,29 @@ func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	res.Retries = scrapeRetries(gateways)
+	led, err := readLedgers(filepath.Join(dir, "ledger"))
+	if err != nil {
+		return nil, fmt.Errorf("read the providers' ledgers: %w", err)
+	}
 	samples := ld.all()
-	res.summarize(samples, ld.stoppedAt.Sub(ld.started))
+	res.summarize(samples, ld.stoppedAt.Sub(ld.started), names, led, crash)
+	for i, c := range consumers {
+		res.Consumers[i].Retries = scrapeRetries(c)
+	}
+	res.Total.Retries = nil
+	for _, c := range res.Consumers {
+		for k, v := range c.Retries {
+			if res.Total.Retries == nil {
+				res.Total.Retries = map[string]float64{}
+			}
+			res.Total.Retries[k] += v
+		}
+	}
+	res.Metrics = scrapeGracekit(consumers[0])
 	for i := range res.Stops {
 		res.Stops[i].FailedDuring = failedBetween(samples, windows[i].from, windows[i].to)
 	}
-	logf("[%s] done: %d requests, %d failed", mode, res.Requests, res.Failed)
+	logf("[%s] done: %d requests, %d failed, %d duplicated, %d crash-failed", mode, res.Requests(), res.Failed(), res.Duplicated(), res.CrashFailed())
 	return res, nil
 }
 
@@ -689,24 +808,53 @@ func tail(path string, n int) string {
 	return "  | " + strings.Join(lines, "\n  | ")
 }
 
-// scrapeRetries sums the retries the gateways count in their /metrics; nil
-// when none exposes them.
-func scrapeRetries(gateways []*instance) map[string]float64 {
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
-	var total map[string]float64
-	for _, gw := range gateways {
-		resp, err := client.Get(gw.url("/metrics"))
-		if err != nil {
-			continue
-		}
-		m := parseRetries(io.LimitReader(resp.Body, 4<<20))
-		resp.Body.Close()
-		for k, v := range m {
-			if total == nil {
-				total = map[string]float64{}
-			}
-			total[k] += v
+// retryMetric is the retry counter of each consumer's /metrics.
+var retryMetric = map[string]string{
+	consumerGracekit: "gateway_retries_total",
+	consumerGoKit:    "gateway_retries_total",
+	consumerCached:   "cachedgw_retries_total",
+}
+
+// scrapeRetries returns the retries a consumer counts in its /metrics, by
+// route; nil when it does not expose them.
+func scrapeRetries(c *instance) map[string]float64 {
+	body, err := scrape(c)
+	if err != nil {
+		return nil
+	}
+	return parseCounter(strings.NewReader(body), retryMetric[c.name], "route")
+}
+
+// scrapeGracekit returns lines about the gracekit gateway's own metrics:
+// retries, failures and ejections by reason, flush results.
+func scrapeGracekit(c *instance) []string {
+	body, err := scrape(c)
+	if err != nil {
+		return []string{"gracekit metrics: " + err.Error()}
+	}
+	var parts []string
+	for _, m := range []struct{ name, label, title string }{
+		{"gracekit_endpoint_retries_total", "reason", "retries"},
+		{"gracekit_endpoint_failures_total", "reason", "failures"},
+		{"gracekit_endpoint_ejections_total", "reason", "ejections"},
+		{"gracekit_flush_results_total", "result", "flushes"},
+	} {
+		if v := parseCounter(strings.NewReader(body), m.name, m.label); v != nil {
+			parts = append(parts, m.title+" "+formatCounts(v))
+		} else {
+			parts = append(parts, m.title+" none")
 		}
 	}
-	return total
+	return []string{"gracekit gateway /metrics by reason: " + strings.Join(parts, "; ")}
+}
+
+func scrape(c *instance) (string, error) {
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
+	resp, err := client.Get(c.url("/metrics"))
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	return string(b), err
 }

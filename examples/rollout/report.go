@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,6 +25,7 @@ type stopReport struct {
 	FlushAcks           int     `json:"flush_acks"`
 	AfterDeregistration int     `json:"after_deregistration"`
 	InFlightAtDrain     int     `json:"in_flight_at_drain"`
+	CutByDrain          int     `json:"cut_by_drain"`
 }
 
 const stopReportPrefix = "STOPREPORT "
@@ -95,55 +97,182 @@ func (s stopResult) StopMS() float64 {
 	return ms(s.Wall)
 }
 
-// modeResult is what one mode of the demo measured.
-type modeResult struct {
-	Mode       string
-	Workers    int
-	Gateways   int
-	Latency    time.Duration
-	Elapsed    time.Duration
+// crashInfo names the provider process the driver killed with SIGKILL.
+type crashInfo struct {
+	ID   string    // instance id, e.g. quote-2
+	Proc string    // its ledger name, e.g. quote-2.run2
+	Addr string    // host:port it listened on
+	At   time.Time // when it was killed
+}
+
+// consumerResult is what one consumer (gateway) of a mode got.
+type consumerResult struct {
+	Name       string
 	Requests   int
 	Posts      int
-	Failed     int
+	Failed     int // failed requests, those the crash explains excepted
 	FailedPost int
-	P50, P99   time.Duration
-	Max        time.Duration
-	Stops      []stopResult
-	Reasons    []reasonCount      // most frequent first
-	Retries    map[string]float64 // gateway retries by route, from /metrics; nil if unknown
+	// Duplicated counts keys executed more than once, those re-sent after
+	// the crash excepted.
+	Duplicated int
+	// CrashInFlight counts requests in flight on the crashed provider when
+	// it was killed that failed; CrashAfter, requests sent to its dead
+	// address afterwards (by a consumer whose list still held it) that
+	// failed. A failure is the crash's when its last attempt went to the
+	// crashed address (the consumer's 502 names it as "upstream") and it
+	// ended at or after the kill.
+	CrashInFlight int
+	CrashAfter    int
+	// CrashResent counts POSTs executed by the crashed provider and then
+	// again elsewhere: re-sent by the consumer.
+	CrashResent int
+	// OKNotExecuted counts POSTs answered 200 whose key no provider
+	// executed; it must be 0.
+	OKNotExecuted int
+	P50, P99, Max time.Duration
+	Retries       map[string]float64 // retries by route, from /metrics; nil if unknown
+}
+
+// CrashFailed is the requests that failed because the provider crashed.
+func (c consumerResult) CrashFailed() int { return c.CrashInFlight + c.CrashAfter }
+
+// modeResult is what one mode of the demo measured.
+type modeResult struct {
+	Mode      string
+	Workers   int
+	Latency   time.Duration
+	Elapsed   time.Duration
+	Consumers []consumerResult
+	Total     consumerResult // every consumer together
+	Stops     []stopResult
+	Crash     *crashInfo    // nil when no provider was killed
+	CrashExit string        // how the killed process ended
+	Reasons   []reasonCount // failures by consumer and reason, most frequent first
+	// Metrics are lines about gracekit's own metrics, from the gracekit
+	// gateway's /metrics.
+	Metrics []string
 	// Invalid, when set, says why the run does not show what the mode
 	// does: the load ended before every restart was seen through.
 	Invalid string
 }
+
+// Requests etc. are the totals of every consumer.
+func (r *modeResult) Requests() int    { return r.Total.Requests }
+func (r *modeResult) Failed() int      { return r.Total.Failed }
+func (r *modeResult) Duplicated() int  { return r.Total.Duplicated }
+func (r *modeResult) CrashFailed() int { return r.Total.CrashFailed() }
 
 type reasonCount struct {
 	Reason string
 	Count  int
 }
 
-// summarize fills the request statistics of r from the samples.
-func (r *modeResult) summarize(samples []sample, elapsed time.Duration) {
-	r.Elapsed = elapsed
-	r.Requests = len(samples)
-	lat := make([]time.Duration, 0, len(samples))
-	reasons := map[string]int{}
-	for _, s := range samples {
-		lat = append(lat, s.latency)
-		if s.post {
-			r.Posts++
+// ledger maps an idempotency key to the provider processes that executed
+// it, one entry per execution.
+type ledger map[string][]string
+
+// readLedgers reads every "<process>.keys" file of dir.
+func readLedgers(dir string) (ledger, error) {
+	l := ledger{}
+	files, err := filepath.Glob(filepath.Join(dir, "*.keys"))
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range files {
+		proc := strings.TrimSuffix(filepath.Base(f), ".keys")
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
 		}
-		if s.failed {
-			r.Failed++
-			if s.post {
-				r.FailedPost++
+		for key := range strings.SplitSeq(string(b), "\n") {
+			if key = strings.TrimSpace(key); key != "" {
+				l[key] = append(l[key], proc)
 			}
-			reasons[s.reason]++
 		}
 	}
-	slices.Sort(lat)
-	r.P50, r.P99 = percentile(lat, 50), percentile(lat, 99)
-	if len(lat) > 0 {
-		r.Max = lat[len(lat)-1]
+	return l, nil
+}
+
+// summarize fills the request statistics of r from the samples, the
+// ledger of the providers' executions and the crash, if any. names are
+// the consumers' names, by index.
+func (r *modeResult) summarize(samples []sample, elapsed time.Duration, names []string, led ledger, crash *crashInfo) {
+	r.Elapsed = elapsed
+	r.Crash = crash
+	r.Consumers = make([]consumerResult, len(names))
+	lat := make([][]time.Duration, len(names))
+	var all []time.Duration
+	reasons := map[string]int{}
+	for i, n := range names {
+		r.Consumers[i].Name = n
+	}
+	for _, s := range samples {
+		c := &r.Consumers[s.consumer]
+		c.Requests++
+		lat[s.consumer] = append(lat[s.consumer], s.latency)
+		all = append(all, s.latency)
+		if s.post {
+			c.Posts++
+		}
+		if s.failed {
+			switch {
+			case crash != nil && s.upstream == crash.Addr && !s.at.Add(s.latency).Before(crash.At):
+				if s.at.After(crash.At) {
+					c.CrashAfter++
+				} else {
+					c.CrashInFlight++
+				}
+			default:
+				c.Failed++
+				if s.post {
+					c.FailedPost++
+				}
+				reasons[c.Name+": "+s.reason]++
+			}
+		}
+		if s.post && s.key != "" {
+			execs := led[s.key]
+			if !s.failed && len(execs) == 0 {
+				c.OKNotExecuted++
+			}
+			if len(execs) > 1 {
+				if crash != nil && slices.Contains(execs, crash.Proc) {
+					c.CrashResent++
+				} else {
+					c.Duplicated++
+				}
+			}
+		}
+	}
+	r.Total = consumerResult{Name: "total"}
+	for i := range r.Consumers {
+		c := &r.Consumers[i]
+		slices.Sort(lat[i])
+		c.P50, c.P99 = percentile(lat[i], 50), percentile(lat[i], 99)
+		if n := len(lat[i]); n > 0 {
+			c.Max = lat[i][n-1]
+		}
+		t := &r.Total
+		t.Requests += c.Requests
+		t.Posts += c.Posts
+		t.Failed += c.Failed
+		t.FailedPost += c.FailedPost
+		t.Duplicated += c.Duplicated
+		t.CrashInFlight += c.CrashInFlight
+		t.CrashAfter += c.CrashAfter
+		t.CrashResent += c.CrashResent
+		t.OKNotExecuted += c.OKNotExecuted
+		for k, v := range c.Retries {
+			if t.Retries == nil {
+				t.Retries = map[string]float64{}
+			}
+			t.Retries[k] += v
+		}
+	}
+	slices.Sort(all)
+	r.Total.P50, r.Total.P99 = percentile(all, 50), percentile(all, 99)
+	if len(all) > 0 {
+		r.Total.Max = all[len(all)-1]
 	}
 	r.Reasons = r.Reasons[:0]
 	for reason, n := range reasons {
@@ -166,58 +295,103 @@ func (r *modeResult) MaxStopMS() float64 {
 // resultLine is the machine-readable summary of a mode.
 // An invalid mode's line ends with " invalid=1".
 func resultLine(r *modeResult) string {
-	line := fmt.Sprintf("RESULT mode=%s requests=%d failed=%d p99_ms=%.1f max_stop_ms=%.1f",
-		r.Mode, r.Requests, r.Failed, ms(r.P99), r.MaxStopMS())
+	line := fmt.Sprintf("RESULT mode=%s requests=%d failed=%d duplicated=%d p99_ms=%.1f max_stop_ms=%.1f crash_failed=%d",
+		r.Mode, r.Requests(), r.Failed(), r.Duplicated(), ms(r.Total.P99), r.MaxStopMS(), r.CrashFailed())
 	if r.Invalid != "" {
 		line += " invalid=1"
 	}
 	return line
 }
 
+// verdict returns why the mode's figures are not what the demo expects,
+// or "": graceful must fail and duplicate nothing, naive must show harm,
+// the gracekit consumer must never execute an order twice, and no order
+// answered OK may be missing from the ledgers.
+func verdict(r *modeResult) string {
+	var why []string
+	if r.Invalid != "" {
+		why = append(why, "invalid: "+r.Invalid)
+	}
+	if r.Mode == "graceful" && (r.Failed() > 0 || r.Duplicated() > 0) {
+		why = append(why, fmt.Sprintf("graceful mode failed %d and duplicated %d of %d requests", r.Failed(), r.Duplicated(), r.Requests()))
+	}
+	if r.Mode == "naive" && r.Failed()+r.Duplicated() == 0 {
+		why = append(why, "naive mode showed no harm (failed=0 duplicated=0)")
+	}
+	for _, c := range r.Consumers {
+		if c.Name == consumerGracekit && c.Duplicated+c.CrashResent > 0 {
+			why = append(why, fmt.Sprintf("the gracekit gateway executed %d orders twice", c.Duplicated+c.CrashResent))
+		}
+	}
+	if n := r.Total.OKNotExecuted; n > 0 {
+		why = append(why, fmt.Sprintf("%d orders answered OK are in no provider's ledger", n))
+	}
+	return strings.Join(why, "; ")
+}
+
 // writeTable prints the readable report of a mode.
 func writeTable(w io.Writer, r *modeResult) {
 	rate := 0.0
 	if r.Elapsed > 0 {
-		rate = float64(r.Requests) / r.Elapsed.Seconds()
+		rate = float64(r.Requests()) / r.Elapsed.Seconds()
 	}
-	fmt.Fprintf(w, "=== mode %s: %d requests in %.1fs (%.0f req/s), %d workers over %d gateways, provider latency %v\n",
-		r.Mode, r.Requests, r.Elapsed.Seconds(), rate, r.Workers, r.Gateways, r.Latency)
+	fmt.Fprintf(w, "=== mode %s: %d requests in %.1fs (%.0f req/s), %d workers over %d consumers, provider latency %v\n",
+		r.Mode, r.Requests(), r.Elapsed.Seconds(), rate, r.Workers, len(r.Consumers), r.Latency)
 	if r.Invalid != "" {
 		fmt.Fprintf(w, "  INVALID: %s\n", r.Invalid)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  requests\tGET /api/quote\tPOST /api/orders\tfailed\tfailed POST\tp50_ms\tp99_ms\tmax_ms\t")
-	fmt.Fprintf(tw, "  %d\t%d\t%d\t%d\t%d\t%.1f\t%.1f\t%.1f\t\n",
-		r.Requests, r.Requests-r.Posts, r.Posts, r.Failed, r.FailedPost, ms(r.P50), ms(r.P99), ms(r.Max))
+	fmt.Fprintln(tw, "  consumer\trequests\tGET\tPOST\tfailed\tfailed_POST\tduplicated\tcrash_failed\tcrash_resent\tretries\tp50_ms\tp99_ms\tmax_ms\t")
+	for _, c := range append(slices.Clone(r.Consumers), r.Total) {
+		retries := "-"
+		if c.Retries != nil {
+			var n float64
+			for _, v := range c.Retries {
+				n += v
+			}
+			retries = fmt.Sprintf("%.0f", n)
+		}
+		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%.1f\t%.1f\t%.1f\t\n",
+			c.Name, c.Requests, c.Requests-c.Posts, c.Posts, c.Failed, c.FailedPost, c.Duplicated,
+			c.CrashFailed(), c.CrashResent, retries, ms(c.P50), ms(c.P99), ms(c.Max))
+	}
 	tw.Flush()
 	fmt.Fprintln(w)
 
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  provider\tstop_ms\tsource\texit\tflush_acks\tafter_dereg\tin_flight_at_drain\tback_ready_ms\tfailed_during\t")
-	var acks, targets, after, failed int
+	fmt.Fprintln(tw, "  provider\tstop_ms\tsource\texit\tflush_acks\tafter_dereg\tin_flight_at_drain\tcut_by_drain\tback_ready_ms\tfailed_during\t")
+	var acks, targets, after, cut, failed int
 	for _, s := range r.Stops {
-		src, flush, afterS, inflight := "wall", "-", "-", "-"
+		src, flush, afterS, inflight, cutS := "wall", "-", "-", "-", "-"
 		if s.Report != nil {
 			src = "STOPREPORT"
 			flush = fmt.Sprintf("%d/%d", s.Report.FlushAcks, s.Report.FlushTargets)
 			afterS = fmt.Sprint(s.Report.AfterDeregistration)
 			inflight = fmt.Sprint(s.Report.InFlightAtDrain)
+			cutS = fmt.Sprint(s.Report.CutByDrain)
 			acks += s.Report.FlushAcks
 			targets += s.Report.FlushTargets
 			after += s.Report.AfterDeregistration
+			cut += s.Report.CutByDrain
 		}
 		exit := s.Exit
 		if s.Killed {
 			exit += " (killed)"
 		}
-		fmt.Fprintf(tw, "  %s\t%.1f\t%s\t%s\t%s\t%s\t%s\t%.0f\t%d\t\n",
-			s.ID, s.StopMS(), src, exit, flush, afterS, inflight, ms(s.BackReady), s.FailedDuring)
+		fmt.Fprintf(tw, "  %s\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%d\t\n",
+			s.ID, s.StopMS(), src, exit, flush, afterS, inflight, cutS, ms(s.BackReady), s.FailedDuring)
 		failed += s.FailedDuring
 	}
-	fmt.Fprintf(tw, "  total\tmax %.1f\t\t\t%d/%d\t%d\t\t\t%d\t\n", r.MaxStopMS(), acks, targets, after, failed)
+	fmt.Fprintf(tw, "  total\tmax %.1f\t\t\t%d/%d\t%d\t\t%d\t\t%d\t\n", r.MaxStopMS(), acks, targets, after, cut, failed)
 	tw.Flush()
-	if r.Retries != nil {
-		fmt.Fprintf(w, "  gateway retries (gateway /metrics): %s\n", formatRetries(r.Retries))
+	if c := r.Crash; c != nil {
+		fmt.Fprintf(w, "  crash: kill -9 %s (%s, exit %s) under load; a crash cannot be drained.\n", c.ID, c.Addr, r.CrashExit)
+		fmt.Fprintf(w, "    requests in flight on it that failed with an error: %s\n", byConsumer(r.Consumers, func(c consumerResult) int { return c.CrashInFlight }))
+		fmt.Fprintf(w, "    POSTs it had started that were re-sent and ran twice: %s\n", byConsumer(r.Consumers, func(c consumerResult) int { return c.CrashResent }))
+		fmt.Fprintf(w, "    requests sent to its dead address afterwards that failed: %s\n", byConsumer(r.Consumers, func(c consumerResult) int { return c.CrashAfter }))
+	}
+	for _, m := range r.Metrics {
+		fmt.Fprintf(w, "  %s\n", m)
 	}
 	for _, s := range r.Stops {
 		if s.ReportErr != "" {
@@ -225,16 +399,25 @@ func writeTable(w io.Writer, r *modeResult) {
 		}
 	}
 	if len(r.Reasons) > 0 {
-		fmt.Fprintln(w, "  failures by reason:")
+		fmt.Fprintln(w, "  failures by consumer and reason:")
 		for i, rc := range r.Reasons {
-			if i == 5 {
-				fmt.Fprintf(w, "    … %d more reasons\n", len(r.Reasons)-5)
+			if i == 6 {
+				fmt.Fprintf(w, "    … %d more reasons\n", len(r.Reasons)-6)
 				break
 			}
 			fmt.Fprintf(w, "    %6d  %s\n", rc.Count, rc.Reason)
 		}
 	}
 	fmt.Fprintln(w)
+}
+
+// byConsumer formats f of each consumer: "gracekit 1, go-kit 0, cached 3".
+func byConsumer(cs []consumerResult, f func(consumerResult) int) string {
+	parts := make([]string, len(cs))
+	for i, c := range cs {
+		parts[i] = fmt.Sprintf("%s %d", c.Name, f(c))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // failedBetween counts failed requests that were in flight at some time in
@@ -249,10 +432,10 @@ func failedBetween(samples []sample, from, to time.Time) int {
 	return n
 }
 
-// parseRetries sums the samples of every metric named *retries_total in a
-// Prometheus text exposition, by their route label ("" when they have none).
-// It returns nil when there is no such metric.
-func parseRetries(r io.Reader) map[string]float64 {
+// parseCounter sums the samples of the metric name in a Prometheus text
+// exposition by the value of their label ("" when they have none). It
+// returns nil when there is no such metric.
+func parseCounter(r io.Reader, name, label string) map[string]float64 {
 	var out map[string]float64
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -261,9 +444,9 @@ func parseRetries(r io.Reader) map[string]float64 {
 		if line == "" || line[0] == '#' {
 			continue
 		}
-		name, labels, rest := line, "", ""
+		metric, labels, rest := line, "", ""
 		if i := strings.IndexAny(line, "{ "); i >= 0 {
-			name, rest = line[:i], line[i:]
+			metric, rest = line[:i], line[i:]
 			if line[i] == '{' {
 				j := strings.IndexByte(rest, '}')
 				if j < 0 {
@@ -272,7 +455,7 @@ func parseRetries(r io.Reader) map[string]float64 {
 				labels, rest = rest[1:j], rest[j+1:]
 			}
 		}
-		if !strings.HasSuffix(name, "retries_total") {
+		if metric != name {
 			continue
 		}
 		fields := strings.Fields(rest)
@@ -283,21 +466,21 @@ func parseRetries(r io.Reader) map[string]float64 {
 		if err != nil {
 			continue
 		}
-		route := ""
+		key := ""
 		for _, l := range strings.Split(labels, ",") {
-			if k, val, ok := strings.Cut(strings.TrimSpace(l), "="); ok && k == "route" {
-				route = strings.Trim(val, `"`)
+			if k, val, ok := strings.Cut(strings.TrimSpace(l), "="); ok && k == label {
+				key = strings.Trim(val, `"`)
 			}
 		}
 		if out == nil {
 			out = map[string]float64{}
 		}
-		out[route] += v
+		out[key] += v
 	}
 	return out
 }
 
-func formatRetries(m map[string]float64) string {
+func formatCounts(m map[string]float64) string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
