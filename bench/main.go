@@ -2,7 +2,10 @@
 // prints one machine-readable line per figure:
 //
 //	BENCH name=<name> gracekit=<value><unit> gokit=<value><unit> ratio=<gokit/gracekit>
+//	BENCH name=<name> gracekit=<value><unit> floor=<value><unit> ratio=<floor/gracekit>
 //
+// A ratio above 1 favours gracekit. The floor is the bare work the server
+// does for the same result (see floor.go).
 // Run it with `make bench`. Suites register themselves from their own files.
 package main
 
@@ -22,6 +25,9 @@ type suite struct {
 
 var suites []suite
 
+// svgPath is where the sd suite writes its chart of load time against N.
+var svgPath = flag.String("svg", "", "write the sd suite's chart of load time against N to this SVG file")
+
 func register(name string, run func() error) { suites = append(suites, suite{name, run}) }
 
 // report prints one BENCH line. A zero or negative gokit value means there is
@@ -36,6 +42,17 @@ func report(name string, gracekit, gokit float64, unit string) {
 		ratio = fmt.Sprintf("%.2f", gokit/gracekit)
 	}
 	fmt.Printf("BENCH name=%s gracekit=%s%s gokit=%s%s ratio=%s\n", name, num(gracekit), unit, num(gokit), unit, ratio)
+}
+
+// reportFloor prints a BENCH line against the floor: the least the server
+// itself needs for the same work, with ratio floor/gracekit (1 would be
+// gracekit costing nothing above the server).
+func reportFloor(name string, gracekit, floor float64, unit string) {
+	ratio := "-"
+	if gracekit > 0 {
+		ratio = fmt.Sprintf("%.2f", floor/gracekit)
+	}
+	fmt.Printf("BENCH name=%s gracekit=%s%s floor=%s%s ratio=%s\n", name, num(gracekit), unit, num(floor), unit, ratio)
 }
 
 func num(v float64) string {

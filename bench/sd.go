@@ -20,7 +20,9 @@ import (
 )
 
 // The sd suite: discovery of N Curator nodes by gracekit's Instancer and by
-// go-kit's sd/zk Instancer, against one ZooKeeper server, in one run.
+// go-kit's sd/zk Instancer, and the floor (floor.go) of the same loads,
+// against one ZooKeeper server, in one run. With -svg it draws the load
+// times against N.
 func init() { register("sd", runSD) }
 
 const (
@@ -47,16 +49,31 @@ func runSD() error {
 	}
 	defer writer.Close()
 
-	for _, n := range []int{100, 1000, 5000} {
+	// Small N repeat (median of loadRuns after a warm-up round); 10,000
+	// runs once, on a server the smaller loads have warmed up.
+	var points []loadPoint
+	for _, n := range []int{100, 1000, 5000, 10000} {
 		service := fmt.Sprintf("load%d", n)
 		if err := populate(writer, service, n); err != nil {
 			return err
 		}
-		ours, theirs, err := measureLoad(cluster, service, n)
+		runs, warm := loadRuns, true
+		if n >= 10000 {
+			runs, warm = 1, false
+		}
+		pt, err := measureLoad(cluster, service, n, runs, warm)
 		if err != nil {
 			return err
 		}
-		report(fmt.Sprintf("sd_load_n%d", n), ours, theirs, "ms")
+		points = append(points, pt)
+		report(fmt.Sprintf("sd_load_n%d", n), pt.gracekit, pt.gokit, "ms")
+		reportFloor(fmt.Sprintf("sd_load_floor_n%d", n), pt.gracekit, pt.floor, "ms")
+	}
+	if *svgPath != "" {
+		if err := writeLoadChart(*svgPath, points); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "bench: wrote %s\n", *svgPath)
 	}
 	for _, n := range []int{100, 1000} {
 		service := fmt.Sprintf("load%d", n)
@@ -179,11 +196,23 @@ func (w *watcher) await(n int) error {
 	}
 }
 
+// loadPoint is the median load time of each side at one N.
+type loadPoint struct {
+	n                      int
+	gracekit, gokit, floor float64 // ms
+}
+
 // measureLoad times construction until the first complete event, median
-// of loadRuns, for both sides alternately.
-func measureLoad(c *zktest.Cluster, service string, n int) (ours, theirs float64, err error) {
-	var a, b []float64
-	for run := range loadRuns + 1 { // the first round warms both sides up and is not counted
+// of runs, for both sides and the floor in turn. With warm, a first round
+// warms the server's JIT and both clients up and is not counted.
+func measureLoad(c *zktest.Cluster, service string, n, runs int, warm bool) (loadPoint, error) {
+	pt := loadPoint{n: n}
+	var a, b, f []float64
+	first := 0
+	if warm {
+		first = -1
+	}
+	for run := first; run < runs; run++ {
 		for _, side := range []struct {
 			mk  newWatcher
 			out *[]float64
@@ -191,20 +220,33 @@ func measureLoad(c *zktest.Cluster, service string, n int) (ours, theirs float64
 			start := time.Now()
 			w, err := side.mk(c, service)
 			if err != nil {
-				return 0, 0, err
+				return pt, err
 			}
 			err = w.await(n)
 			elapsed := time.Since(start)
 			w.stop()
 			if err != nil {
-				return 0, 0, err
+				return pt, err
 			}
-			if run > 0 {
+			if run >= 0 {
 				*side.out = append(*side.out, ms(elapsed))
 			}
 		}
+		start := time.Now()
+		got, err := floorLoad(c.Addrs()[0], "/services/"+service)
+		elapsed := time.Since(start)
+		if err != nil {
+			return pt, fmt.Errorf("floor: %w", err)
+		}
+		if got != n {
+			return pt, fmt.Errorf("floor: read %d nodes, want %d", got, n)
+		}
+		if run >= 0 {
+			f = append(f, ms(elapsed))
+		}
 	}
-	return pct(a, 50), pct(b, 50), nil
+	pt.gracekit, pt.gokit, pt.floor = pct(a, 50), pct(b, 50), pct(f, 50)
+	return pt, nil
 }
 
 type eventTimes struct{ del, add []float64 }

@@ -18,6 +18,7 @@ import (
 	"github.com/gracekit/gracekit/lifecycle"
 	"github.com/gracekit/gracekit/sd"
 	"github.com/gracekit/gracekit/shutdown"
+	"github.com/gracekit/gracekit/shutdown/flush"
 )
 
 // DefaultFlushPath is where Gateway mounts the flush handler, and what it
@@ -81,7 +82,7 @@ type Config struct {
 	Metadata map[string]string
 
 	// FlushSecret is the shared HMAC secret of flush requests, at least
-	// shutdown.MinSecretLen bytes. Required by Gateway, and by Discovery
+	// flush.MinSecretLen bytes. Required by Gateway, and by Discovery
 	// when it has flush targets.
 	FlushSecret string
 	// FlushTargets are gateway flush URLs that get a signed POST at stop.
@@ -273,8 +274,8 @@ func (c Config) check(gateway bool) (*settings, error) {
 		s.Metadata[k] = v
 	}
 	flushes := len(c.FlushTargets)+len(c.FlushGateways) > 0 // signed ones
-	if (gateway || flushes) && len(c.FlushSecret) < shutdown.MinSecretLen {
-		return nil, &ConfigError{Field: "FlushSecret", Env: EnvFlushSecret, Value: fmt.Sprintf("(%d bytes)", len(c.FlushSecret)), Want: fmt.Sprintf("a shared secret of at least %d bytes", shutdown.MinSecretLen)}
+	if (gateway || flushes) && len(c.FlushSecret) < flush.MinSecretLen {
+		return nil, &ConfigError{Field: "FlushSecret", Env: EnvFlushSecret, Value: fmt.Sprintf("(%d bytes)", len(c.FlushSecret)), Want: fmt.Sprintf("a shared secret of at least %d bytes", flush.MinSecretLen)}
 	}
 	for _, t := range []struct {
 		field, env string
@@ -355,12 +356,12 @@ func (s *settings) hasFlushTargets() bool {
 // the stop budget fails before anything connects to ZooKeeper.
 func (s *settings) checkBudget() error {
 	cfg := s.sequenceConfig()
-	cfg.Registrar = nopRegistrar{}
+	cfg.Registration = nopRegistration{}
 	cfg.Tracker = &shutdown.Tracker{}
 	cfg.Server = &http.Server{}
 	cfg.CloseSession = func(context.Context) error { return nil }
 	if s.hasFlushTargets() {
-		n, err := shutdown.NewNotifier(shutdown.Instance{Service: s.Service, ID: "budget-check"}, make([]byte, shutdown.MinSecretLen))
+		n, err := flush.NewNotifier(flush.Self{Service: s.Service, ID: "budget-check"}, make([]byte, flush.MinSecretLen))
 		if err != nil {
 			return fmt.Errorf("fxmodule: flush notifier: %w", err)
 		}
@@ -381,9 +382,9 @@ func (s *settings) checkBudget() error {
 // reservedPaths are served by the module's wrapper mux already.
 var reservedPaths = map[string]bool{"/": true, "/readyz": true, "/livez": true}
 
-// nopRegistrar stands in for the Registrar in checkBudget.
-type nopRegistrar struct{}
+// nopRegistration stands in for the Registration in checkBudget.
+type nopRegistration struct{}
 
-func (nopRegistrar) RegisterContext(context.Context) error      { return nil }
-func (nopRegistrar) SetStatus(context.Context, sd.Status) error { return nil }
-func (nopRegistrar) DeregisterContext(context.Context) error    { return nil }
+func (nopRegistration) RegisterContext(context.Context) error      { return nil }
+func (nopRegistration) SetStatus(context.Context, sd.Status) error { return nil }
+func (nopRegistration) DeregisterContext(context.Context) error    { return nil }

@@ -14,6 +14,7 @@ import (
 	"github.com/gracekit/gracekit/lifecycle"
 	"github.com/gracekit/gracekit/sd"
 	"github.com/gracekit/gracekit/shutdown"
+	"github.com/gracekit/gracekit/shutdown/flush"
 )
 
 // Discovery is the provider-side module. It needs a Config and the app's
@@ -317,7 +318,7 @@ func newSequence(p sequenceParams) (*shutdown.Sequence, *sequence, error) {
 		return nil, nil, err
 	}
 	cfg := s.sequenceConfig()
-	cfg.Registrar = p.Registrar
+	cfg.Registration = p.Registrar
 	cfg.Tracker = p.Tracker
 	cfg.Readiness = p.Readiness
 	cfg.Notifier = notifier
@@ -350,7 +351,7 @@ func newSequence(p sequenceParams) (*shutdown.Sequence, *sequence, error) {
 // newNotifier returns the Notifier of the flush targets, nil when there are
 // none. Gateway services are watched from now on, so that Flush, which
 // must not block, finds them listed.
-func newNotifier(p sequenceParams, log *slog.Logger) (*shutdown.Notifier, error) {
+func newNotifier(p sequenceParams, log *slog.Logger) (*flush.Notifier, error) {
 	s := p.Settings
 	if !s.hasFlushTargets() {
 		return nil, nil
@@ -358,12 +359,12 @@ func newNotifier(p sequenceParams, log *slog.Logger) (*shutdown.Notifier, error)
 	self := p.Registrar.Instance()
 	// Signed flushes name the registration that is stopping: the stop
 	// deregisters before it flushes, and Czxid outlives the deregistration.
-	opts := append([]shutdown.Option{shutdown.WithLogger(log), shutdown.Registration(p.Registrar.Czxid)}, p.Log.metrics().notifierOptions()...)
+	opts := append([]flush.NotifierOption{flush.WithLogger(log), flush.Registration(p.Registrar.Czxid)}, p.Log.metrics().notifierOptions()...)
 	if len(s.FlushTargets) > 0 {
-		opts = append(opts, shutdown.StaticTargets(s.FlushTargets...))
+		opts = append(opts, flush.StaticTargets(s.FlushTargets...))
 	}
 	if len(s.SpringFlushTargets) > 0 {
-		opts = append(opts, shutdown.SpringTargets(s.SpringFlushTargets...))
+		opts = append(opts, flush.SpringTargets(s.SpringFlushTargets...))
 	}
 	if len(s.FlushGateways) > 0 {
 		var gws []*sd.Instancer
@@ -374,7 +375,7 @@ func newNotifier(p sequenceParams, log *slog.Logger) (*shutdown.Notifier, error)
 			}
 			gws = append(gws, in)
 		}
-		opts = append(opts, shutdown.Targets(shutdown.TargetSourceFunc(func() []string {
+		opts = append(opts, flush.Targets(flush.TargetSourceFunc(func() []string {
 			return gatewayTargets(gws, self)
 		})))
 	}
@@ -385,7 +386,7 @@ func newNotifier(p sequenceParams, log *slog.Logger) (*shutdown.Notifier, error)
 		secret = make([]byte, 32)
 		_, _ = rand.Read(secret)
 	}
-	n, err := shutdown.NewNotifier(shutdown.Instance{
+	n, err := flush.NewNotifier(flush.Self{
 		Service: self.Name, ID: self.ID, Address: self.Address, Port: self.Port,
 	}, secret, opts...)
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/sd"
 	"github.com/gracekit/gracekit/shutdown"
+	"github.com/gracekit/gracekit/shutdown/flush"
 	"github.com/gracekit/gracekit/zktest"
 )
 
@@ -197,7 +198,7 @@ func TestProviderStopFlushesTheGateway(t *testing.T) {
 	// The Evicter acts at once, while ZooKeeper still lists the provider
 	// as UP: no watch event can be what removes it here.
 	ev, _ := upstream.Evicter("quote")
-	if res, err := ev.Evict(context.Background(), shutdown.FlushRequest{Instance: shutdown.Instance{Service: "quote", ID: "quote-1", Address: "127.0.0.1", Port: pPort}}); err != nil || res != shutdown.Evicted {
+	if res, err := ev.Evict(context.Background(), flush.Request{Service: "quote", ID: "quote-1", Address: "127.0.0.1", Port: pPort}); err != nil || res != flush.Evicted {
 		t.Fatalf("Evict: %v, %v; want evicted", res, err)
 	}
 	if got, err := call(context.Background(), nil); err == nil {

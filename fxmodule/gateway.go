@@ -13,7 +13,7 @@ import (
 
 	"github.com/gracekit/gracekit/endpoint"
 	"github.com/gracekit/gracekit/sd"
-	"github.com/gracekit/gracekit/shutdown"
+	"github.com/gracekit/gracekit/shutdown/flush"
 )
 
 // Gateway is the consumer-side module. It includes everything Discovery
@@ -24,7 +24,7 @@ import (
 // Config.FlushSecret, and provides:
 //
 //   - *Upstreams: load-balanced, retrying endpoints for named services;
-//   - *shutdown.Handler: the flush handler, which the module already serves
+//   - *flush.Handler: the flush handler, which the module already serves
 //     at Config.FlushPath (default DefaultFlushPath) on the app's
 //     *http.Server, outside the Tracker.
 //
@@ -33,7 +33,7 @@ import (
 // every Endpointer that Upstreams built for it (by the host:port ZooKeeper
 // lists), before it is answered 200; a registration the Instancer does not
 // list is answered 202 without evicting anything, and so is a service
-// Upstreams never built an endpoint for (shutdown.NotRouted). The handler
+// Upstreams never built an endpoint for (flush.NotRouted). The handler
 // accepts requests meant for http://Config.Address:Config.Port followed by
 // Config.FlushPath, the URL providers discover, and Config.FlushAudiences.
 var Gateway = fx.Module("gracekit.gateway",
@@ -176,30 +176,30 @@ func (u *Upstreams) Endpoint(service string, f kitsd.Factory, opts ...UpstreamOp
 }
 
 // Evicter returns the flush Evicter of service, false if no endpoint was
-// built for it. It is the flush handler's shutdown.EvicterLookup.
-func (u *Upstreams) Evicter(service string) (shutdown.Evicter, bool) {
+// built for it. It is the flush handler's flush.EvicterLookup.
+func (u *Upstreams) Evicter(service string) (flush.Evicter, bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	up, ok := u.services[service]
 	if !ok {
 		return nil, false
 	}
-	return shutdown.EvicterFunc(func(ctx context.Context, req shutdown.FlushRequest) (shutdown.Result, error) {
+	return flush.EvicterFunc(func(ctx context.Context, req flush.Request) (flush.Result, error) {
 		return u.evict(ctx, up, req)
 	}), true
 }
 
 // evict removes the registration req names from the Instancer, by id and
 // creation zxid, and then from every Endpointer, by the host:port ZooKeeper
-// lists (shutdown.DiscoveryEvicter); a registration the Instancer does not
+// lists (flush.DiscoveryEvicter); a registration the Instancer does not
 // list is not evicted. Both are synchronous: when it returns no new call
 // picks the instance.
-func (u *Upstreams) evict(ctx context.Context, up *upstream, req shutdown.FlushRequest) (shutdown.Result, error) {
+func (u *Upstreams) evict(ctx context.Context, up *upstream, req flush.Request) (flush.Result, error) {
 	// Evictions do not block; holding mu keeps an Endpointer being built
 	// for this service from missing one.
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	res, err := shutdown.DiscoveryEvicter(up.instancer, up.endpointers...).Evict(ctx, req)
+	res, err := flush.DiscoveryEvicter(up.instancer, up.endpointers...).Evict(ctx, req)
 	if err != nil {
 		return "", err
 	}
@@ -223,7 +223,7 @@ func (u *Upstreams) close() {
 type flushResult struct {
 	fx.Out
 
-	Handler *shutdown.Handler
+	Handler *flush.Handler
 	Route   route `group:"gracekit.routes"`
 }
 
@@ -245,7 +245,7 @@ func flushURL(g sd.Instance) string {
 func newFlushHandler(s *settings, u *Upstreams, lp loggerParams) (flushResult, error) {
 	self := sd.Instance{Address: s.Address, Port: s.Port, Metadata: map[string]string{sd.MetadataFlushPath: s.FlushPath}}
 	audiences := append([]string{flushURL(self)}, s.FlushAudiences...)
-	h, err := shutdown.NewHandler([]byte(s.FlushSecret), audiences, u.Evicter, append([]shutdown.Option{shutdown.WithLogger(lp.logger())}, lp.metrics().handlerOptions()...)...)
+	h, err := flush.NewHandler([]byte(s.FlushSecret), audiences, u.Evicter, append([]flush.HandlerOption{flush.WithLogger(lp.logger())}, lp.metrics().handlerOptions()...)...)
 	if err != nil {
 		return flushResult{}, fmt.Errorf("fxmodule: flush handler: %w", err)
 	}

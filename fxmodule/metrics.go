@@ -5,7 +5,7 @@ import (
 
 	"github.com/gracekit/gracekit/lifecycle"
 	"github.com/gracekit/gracekit/sd"
-	"github.com/gracekit/gracekit/shutdown"
+	"github.com/gracekit/gracekit/shutdown/flush"
 )
 
 // Metrics are the go-kit metrics (any backend) that Discovery and Gateway
@@ -21,12 +21,12 @@ type Metrics struct {
 	// Upstreams' services and the FlushGateways), each metric scoped
 	// With("service", <name>): declare a "service" label.
 	Instancer sd.InstancerMetrics
-	// FlushCalls counts the flush calls of the stop (shutdown.FlushCounter:
+	// FlushCalls counts the flush calls of the stop (flush.CallCounter:
 	// labels kind, outcome).
 	FlushCalls metrics.Counter
 	// FlushRefusals and FlushResults count what Gateway's flush handler
-	// refused and acknowledged (shutdown.RefusalCounter, label reason;
-	// shutdown.ResultCounter, label result).
+	// refused and acknowledged (flush.RefusalCounter, label reason;
+	// flush.ResultCounter, label result).
 	FlushRefusals metrics.Counter
 	FlushResults  metrics.Counter
 }
@@ -63,20 +63,20 @@ func (m *Metrics) lifecycleOptions() []lifecycle.Option {
 	return []lifecycle.Option{lifecycle.WithListener(lifecycle.HistogramListener(m.StepDuration))}
 }
 
-func (m *Metrics) notifierOptions() []shutdown.Option {
+func (m *Metrics) notifierOptions() []flush.NotifierOption {
 	if m.FlushCalls == nil {
 		return nil
 	}
-	return []shutdown.Option{shutdown.FlushCounter(m.FlushCalls)}
+	return []flush.NotifierOption{flush.CallCounter(m.FlushCalls)}
 }
 
-func (m *Metrics) handlerOptions() []shutdown.Option {
-	var opts []shutdown.Option
+func (m *Metrics) handlerOptions() []flush.HandlerOption {
+	var opts []flush.HandlerOption
 	if m.FlushRefusals != nil {
-		opts = append(opts, shutdown.RefusalCounter(m.FlushRefusals))
+		opts = append(opts, flush.RefusalCounter(m.FlushRefusals))
 	}
 	if m.FlushResults != nil {
-		opts = append(opts, shutdown.ResultCounter(m.FlushResults))
+		opts = append(opts, flush.ResultCounter(m.FlushResults))
 	}
 	return opts
 }

@@ -1,33 +1,32 @@
 package shutdown_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/gracekit/gracekit/sd"
 	"github.com/gracekit/gracekit/shutdown"
+	"github.com/gracekit/gracekit/shutdown/flush"
 )
 
 var (
 	secret = []byte("0123456789abcdef-shared")
-	self   = shutdown.Instance{Service: "orders", ID: "orders-1", Address: "10.0.0.7", Port: 8080}
+	self   = flush.Self{Service: "orders", ID: "orders-1", Address: "10.0.0.7", Port: 8080}
 )
 
 // selfCzxid stands in for the creation zxid of self's registration.
 const selfCzxid = 0x1000000a7
 
 // registration is the Registration option of notifiers for self.
-var registration = shutdown.Registration(func() int64 { return selfCzxid })
+var registration = flush.Registration(func() int64 { return selfCzxid })
+
+// gracekit's registrar is a Registration.
+var _ shutdown.Registration = (*sd.Registrar)(nil)
 
 // errNoNode is what the real registrar returns when its node is gone.
 var errNoNode = errors.New("zk: node does not exist")
@@ -98,23 +97,17 @@ func (f *fakeRegistrar) log() []string {
 	return append([]string(nil), f.calls...)
 }
 
-// evictions records what a gateway evicted.
+// evictions counts what a gateway evicted.
 type evictions struct {
-	mu   sync.Mutex
-	got  []shutdown.Instance
-	reqs []shutdown.FlushRequest
-	fail error
+	mu  sync.Mutex
+	got []flush.Request
 }
 
-func (e *evictions) Evict(_ context.Context, req shutdown.FlushRequest) (shutdown.Result, error) {
+func (e *evictions) Evict(_ context.Context, req flush.Request) (flush.Result, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.fail != nil {
-		return "", e.fail
-	}
-	e.got = append(e.got, req.Instance)
-	e.reqs = append(e.reqs, req)
-	return shutdown.Evicted, nil
+	e.got = append(e.got, req)
+	return flush.Evicted, nil
 }
 
 func (e *evictions) count() int {
@@ -125,35 +118,20 @@ func (e *evictions) count() int {
 
 // newGateway starts a real HTTP gateway serving a flush Handler for the
 // "orders" service, whose audiences are its URL and its URL + "/flush".
-func newGateway(t *testing.T, opts ...shutdown.Option) (*httptest.Server, *evictions) {
-	t.Helper()
-	return newGatewayWith(t, nil, opts...)
-}
-
-// newGatewayWith is newGateway with more audiences: URLs of proxies in
-// front of it, say.
-func newGatewayWith(t *testing.T, audiences []string, opts ...shutdown.Option) (*httptest.Server, *evictions) {
+func newGateway(t *testing.T) (*httptest.Server, *evictions) {
 	t.Helper()
 	ev := &evictions{}
-	srv, url := unstarted(t)
-	h, err := shutdown.NewHandler(secret, append([]string{url, url + "/flush"}, audiences...),
-		shutdown.EvicterMap(map[string]shutdown.Evicter{"orders": ev}), opts...)
+	srv := httptest.NewUnstartedServer(nil)
+	t.Cleanup(srv.Close)
+	url := "http://" + srv.Listener.Addr().String()
+	h, err := flush.NewHandler(secret, []string{url, url + "/flush"},
+		flush.EvicterMap(map[string]flush.Evicter{"orders": ev}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv.Config.Handler = h
 	srv.Start()
 	return srv, ev
-}
-
-// unstarted returns a test server that listens but does not serve yet,
-// and the URL it will have, so that a flush Handler can be built with it
-// as its audience. It is closed when the test ends.
-func unstarted(t *testing.T) (*httptest.Server, string) {
-	t.Helper()
-	srv := httptest.NewUnstartedServer(nil)
-	t.Cleanup(srv.Close)
-	return srv, "http://" + srv.Listener.Addr().String()
 }
 
 // downURL returns the URL of a gateway that is down: nothing listens.
@@ -180,42 +158,6 @@ func newSlowGateway(t *testing.T) *httptest.Server {
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { close(release) }) // runs first
 	return srv
-}
-
-// signedRequest builds a flush request for inst's registration selfCzxid,
-// meant for url, signed with key at ts.
-func signedRequest(t *testing.T, url string, key []byte, inst shutdown.Instance, ts time.Time) *http.Request {
-	t.Helper()
-	return signedFlush(t, url, key, shutdown.FlushRequest{Instance: inst, Czxid: selfCzxid, Target: url}, ts)
-}
-
-// signedFlush builds a flush request with body req, signed with key at ts.
-func signedFlush(t *testing.T, url string, key []byte, req shutdown.FlushRequest, ts time.Time) *http.Request {
-	t.Helper()
-	body, err := json.Marshal(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return signedRaw(t, url, key, body, ts, nextNonce())
-}
-
-var nonceSeq atomic.Int64
-
-// nextNonce returns a nonce no other request of this test binary uses.
-func nextNonce() string { return "n-" + strconv.FormatInt(nonceSeq.Add(1), 10) }
-
-func signedRaw(t *testing.T, url string, key, body []byte, ts time.Time, nonce string) *http.Request {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	sts := strconv.FormatInt(ts.Unix(), 10)
-	req.Header.Set(shutdown.HeaderTimestamp, sts)
-	req.Header.Set(shutdown.HeaderNonce, nonce)
-	req.Header.Set(shutdown.HeaderSignature, shutdown.Sign(key, sts, nonce, body))
-	return req
 }
 
 func do(t *testing.T, req *http.Request) *http.Response {

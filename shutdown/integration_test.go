@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gracekit/gracekit/internal/testbed"
+	"github.com/gracekit/gracekit/shutdown/flush"
 	"github.com/gracekit/gracekit/zktest"
 )
 
@@ -153,5 +154,38 @@ func TestIdleStopWithTwoGateways(t *testing.T) {
 	}
 	if err := p.Seq.Stop(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatalf("a second Stop: %v", err)
+	}
+}
+
+// Issue 8, case 14: a provider whose gateway does not route its service
+// stops without error, and its quiesce ends on its condition (every target
+// acked) rather than at its maximum.
+func TestAProviderStopsCleanlyWhenItsGatewayDoesNotRouteItsService(t *testing.T) {
+	zkc := zktest.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	gw, err := testbed.StartGateway(zkc.ConnectString(), "quote")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	p, err := testbed.StartProvider(ctx, testbed.ProviderConfig{
+		Connect: zkc.ConnectString(), Service: "billing", ID: "billing-1", FlushURL: []string{gw.FlushURL},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Seq.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	rep := p.Seq.Report()
+	if len(rep.Flush) != 1 || !rep.Flush[0].Acked || rep.Flush[0].Result != flush.NotRouted {
+		t.Fatalf("flush reports %+v, want one acked as not routed", rep.Flush)
+	}
+	if !rep.Quiesced {
+		t.Error("the quiesce did not end on its condition")
+	}
+	if gw.Results.NotRouted.Load() != 1 || gw.Flushes.Load() != 0 {
+		t.Errorf("gateway: %d not routed, %d flushes; want 1 and 0", gw.Results.NotRouted.Load(), gw.Flushes.Load())
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gracekit/gracekit/lifecycle"
 	"github.com/gracekit/gracekit/sd"
+	"github.com/gracekit/gracekit/shutdown/flush"
 )
 
 // Names of the Sequence's lifecycle steps, in start order. A step's stop
@@ -83,8 +84,8 @@ type Server interface {
 
 // Config is what a Sequence drives. Zero durations take the defaults.
 type Config struct {
-	// Registrar registers this instance. Required.
-	Registrar Registrar
+	// Registration registers this instance: an *sd.Registrar. Required.
+	Registration Registration
 	// Tracker counts this instance's requests; the server's handler must be
 	// wrapped with its Middleware (or endpoints with EndpointMiddleware).
 	// Required.
@@ -92,7 +93,7 @@ type Config struct {
 	// Readiness backs /readyz; nil uses a private one.
 	Readiness *Readiness
 	// Notifier flushes gateways at stop; nil skips the flush.
-	Notifier *Notifier
+	Notifier *flush.Notifier
 
 	// Server serves the instance: an *http.Server, or a gRPC server through
 	// grpcstop.Server. nil runs no listen and serve steps.
@@ -144,7 +145,7 @@ type Report struct {
 	// Steps are the stop steps, in the order they ran.
 	Steps []StepReport
 	// Flush has one report per flush target.
-	Flush []FlushReport
+	Flush []flush.Report
 	// Quiesced is true when the quiesce ended on its condition (all acked
 	// and a quiet window), false when it reached MaxQuiesce or did not run.
 	Quiesced bool
@@ -204,8 +205,8 @@ type Sequence struct {
 // default, lifecycle.WithListener to observe the steps. It returns a
 // *lifecycle.BudgetError if the stop bounds do not fit the budget.
 func NewSequence(cfg Config, opts ...lifecycle.Option) (*Sequence, error) {
-	if cfg.Registrar == nil {
-		return nil, errors.New("shutdown: config needs a Registrar")
+	if cfg.Registration == nil {
+		return nil, errors.New("shutdown: config needs a Registration")
 	}
 	if cfg.Tracker == nil {
 		return nil, errors.New("shutdown: config needs a Tracker")
@@ -324,7 +325,7 @@ func (s *Sequence) Report() Report {
 	defer s.mu.Unlock()
 	r := s.report
 	r.Steps = append([]StepReport(nil), r.Steps...)
-	r.Flush = append([]FlushReport(nil), r.Flush...)
+	r.Flush = append([]flush.Report(nil), r.Flush...)
 	return r
 }
 
@@ -394,7 +395,7 @@ func (s *Sequence) serve(context.Context) error {
 }
 
 func (s *Sequence) register(ctx context.Context) error {
-	if err := s.cfg.Registrar.RegisterContext(ctx); err != nil {
+	if err := s.cfg.Registration.RegisterContext(ctx); err != nil {
 		return err
 	}
 	s.registered.Store(true)
@@ -413,12 +414,12 @@ func (s *Sequence) unready(context.Context) error {
 }
 
 func (s *Sequence) outOfService(ctx context.Context) error {
-	return s.cfg.Registrar.SetStatus(ctx, sd.StatusOutOfService)
+	return s.cfg.Registration.SetStatus(ctx, sd.StatusOutOfService)
 }
 
 func (s *Sequence) deregister(ctx context.Context) error {
 	defer s.cfg.Tracker.MarkDeregistered()
-	return s.cfg.Registrar.DeregisterContext(ctx)
+	return s.cfg.Registration.DeregisterContext(ctx)
 }
 
 // acked reports whether every flush target acked; true without a Notifier.

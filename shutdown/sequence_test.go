@@ -15,6 +15,7 @@ import (
 	"github.com/gracekit/gracekit/endpoint"
 	"github.com/gracekit/gracekit/lifecycle"
 	"github.com/gracekit/gracekit/shutdown"
+	"github.com/gracekit/gracekit/shutdown/flush"
 )
 
 // provider is a real HTTP provider driven by a Sequence.
@@ -39,18 +40,18 @@ func newProvider(t *testing.T, targets []string, edit func(*shutdown.Config), op
 	p.mux.Handle("/livez", p.readiness.LiveHandler())
 	p.mux.HandleFunc("/hello", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "hello") })
 	p.server = &http.Server{Handler: p.tracker.Middleware(p.mux), ReadHeaderTimeout: time.Second}
-	n, err := shutdown.NewNotifier(self, secret, shutdown.StaticTargets(targets...), registration,
-		shutdown.AttemptTimeout(100*time.Millisecond), shutdown.RetryWait(5*time.Millisecond, 20*time.Millisecond))
+	n, err := flush.NewNotifier(self, secret, flush.StaticTargets(targets...), registration,
+		flush.AttemptTimeout(100*time.Millisecond), flush.RetryWait(5*time.Millisecond, 20*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := shutdown.Config{
-		Registrar: p.reg,
-		Tracker:   p.tracker,
-		Readiness: p.readiness,
-		Notifier:  n,
-		Server:    p.server,
-		Addr:      "127.0.0.1:0",
+		Registration: p.reg,
+		Tracker:      p.tracker,
+		Readiness:    p.readiness,
+		Notifier:     n,
+		Server:       p.server,
+		Addr:         "127.0.0.1:0",
 		ReadyCheck: func(context.Context) error {
 			return nil
 		},
@@ -202,7 +203,7 @@ func TestSequenceStopFailuresNeverSkipDeregisterAndClose(t *testing.T) {
 			gw, _ := newGateway(t)
 			var reg *fakeRegistrar
 			p := newProvider(t, []string{gw.URL}, func(c *shutdown.Config) {
-				reg = c.Registrar.(*fakeRegistrar)
+				reg = c.Registration.(*fakeRegistrar)
 				c.QuietWindow = 10 * time.Millisecond
 				tt.give(reg, c)
 			})
@@ -266,9 +267,9 @@ func TestSequenceStopWithAGatewayDownOrSlow(t *testing.T) {
 			if took > budget {
 				t.Errorf("Stop took %s, over its budget %s", took, budget)
 			}
-			var ferr *shutdown.FlushError
+			var ferr *flush.TargetError
 			if !errors.As(err, &ferr) || ferr.Target != bad {
-				t.Errorf("Stop = %v, want a *FlushError naming %s", err, bad)
+				t.Errorf("Stop = %v, want a *TargetError naming %s", err, bad)
 			}
 			r := p.seq.Report()
 			if len(r.Flush) != 2 || !r.Flush[0].Acked || r.Flush[1].Acked || r.Flush[1].Target != bad {
@@ -336,7 +337,7 @@ func TestSequenceReportsRequestsAfterDeregistrationAndInFlight(t *testing.T) {
 
 func TestSequenceStartFailureUndoesWhatStarted(t *testing.T) {
 	p := newProvider(t, nil, func(c *shutdown.Config) {
-		c.Registrar.(*fakeRegistrar).fail = map[string]error{"register": errors.New("zk: not authenticated")}
+		c.Registration.(*fakeRegistrar).fail = map[string]error{"register": errors.New("zk: not authenticated")}
 	})
 	err := p.seq.Start(context.Background())
 	var serr *lifecycle.StepError
@@ -359,7 +360,7 @@ func TestSequenceStartFailureUndoesWhatStarted(t *testing.T) {
 
 func TestNewSequenceRejectsAPlanThatCannotFit(t *testing.T) {
 	_, err := shutdown.NewSequence(shutdown.Config{
-		Registrar:    &fakeRegistrar{},
+		Registration: &fakeRegistrar{},
 		Tracker:      &shutdown.Tracker{},
 		DrainTimeout: 20 * time.Second,
 	})
@@ -376,10 +377,10 @@ func TestNewSequenceRejectsInvalidConfig(t *testing.T) {
 		give  shutdown.Config
 		wantE string
 	}{
-		{"a config without a registrar", shutdown.Config{Tracker: &shutdown.Tracker{}}, "shutdown: config needs a Registrar"},
-		{"a config without a tracker", shutdown.Config{Registrar: &fakeRegistrar{}}, "shutdown: config needs a Tracker"},
-		{"a negative timeout", shutdown.Config{Registrar: &fakeRegistrar{}, Tracker: &shutdown.Tracker{}, FlushTimeout: -1}, "shutdown: invalid FlushTimeout -1ns (must not be negative)"},
-		{"a quiet window longer than the quiesce", shutdown.Config{Registrar: &fakeRegistrar{}, Tracker: &shutdown.Tracker{}, QuietWindow: 3 * time.Second}, "shutdown: QuietWindow 3s exceeds MaxQuiesce 2s"},
+		{"a config without a registration", shutdown.Config{Tracker: &shutdown.Tracker{}}, "shutdown: config needs a Registration"},
+		{"a config without a tracker", shutdown.Config{Registration: &fakeRegistrar{}}, "shutdown: config needs a Tracker"},
+		{"a negative timeout", shutdown.Config{Registration: &fakeRegistrar{}, Tracker: &shutdown.Tracker{}, FlushTimeout: -1}, "shutdown: invalid FlushTimeout -1ns (must not be negative)"},
+		{"a quiet window longer than the quiesce", shutdown.Config{Registration: &fakeRegistrar{}, Tracker: &shutdown.Tracker{}, QuietWindow: 3 * time.Second}, "shutdown: QuietWindow 3s exceeds MaxQuiesce 2s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+" is rejected", func(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/gracekit/gracekit/shutdown"
+	"github.com/gracekit/gracekit/shutdown/flush"
 )
 
 // Headers of an order's idempotency key, as in examples/gateway.
@@ -155,7 +155,7 @@ func (g *gateway) call(ctx context.Context, t target, method, pathQuery string, 
 // flush is Spring's GET /flushCache?applicationName=&host=&id=: it removes
 // the id from the cached list, for the upstream service only.
 func (g *gateway) flush(w http.ResponseWriter, r *http.Request) {
-	req, err := shutdown.ParseSpringQuery(r.URL.Query())
+	req, err := flush.ParseSpringQuery(r.URL.Query())
 	if err != nil {
 		g.m.flushes.WithLabelValues("refused").Inc()
 		writeError(w, http.StatusBadRequest, err, "")

@@ -12,7 +12,7 @@
 //     error is retried once on the next instance and a POST never (Spring's
 //     retry defaults: maxRetriesOnNextServiceInstance=1, GET only);
 //   - GET /flushCache?applicationName=&host=&id= (Spring style, parsed with
-//     shutdown.ParseSpringQuery) removes that id from the cached list, and
+//     flush.ParseSpringQuery) removes that id from the cached list, and
 //     from a read in progress, until the next read.
 //
 // Routes: GET /api/quote?symbol= and POST /api/orders, forwarded like

@@ -109,7 +109,7 @@ func run() error {
 	defer grpcstop.Health(ready, hs, ServiceName)()
 
 	seq, err := shutdown.NewSequence(shutdown.Config{
-		Registrar: reg, Tracker: tracker, Readiness: ready,
+		Registration: reg, Tracker: tracker, Readiness: ready,
 		Server: grpcstop.Server(srv), Addr: net.JoinHostPort("", strconv.Itoa(port)),
 		CloseSession: func(context.Context) error { client.Close(); return nil },
 	}, lifecycle.WithListener(lifecycle.SlogListener(log)))

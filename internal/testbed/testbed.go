@@ -18,6 +18,7 @@ import (
 	"github.com/gracekit/gracekit/endpoint"
 	"github.com/gracekit/gracekit/sd"
 	"github.com/gracekit/gracekit/shutdown"
+	"github.com/gracekit/gracekit/shutdown/flush"
 )
 
 // Secret is the flush secret every testbed part shares.
@@ -62,11 +63,11 @@ func StartProvider(ctx context.Context, cfg ProviderConfig) (*Provider, error) {
 		return nil, err
 	}
 	p := &Provider{Tracker: &shutdown.Tracker{}, Addr: ln.Addr().String()}
-	var notifier *shutdown.Notifier
+	var notifier *flush.Notifier
 	if len(cfg.FlushURL) > 0 {
-		notifier, err = shutdown.NewNotifier(
-			shutdown.Instance{Service: cfg.Service, ID: cfg.ID, Address: "127.0.0.1", Port: port},
-			Secret, shutdown.StaticTargets(cfg.FlushURL...), shutdown.Registration(reg.Czxid))
+		notifier, err = flush.NewNotifier(
+			flush.Self{Service: cfg.Service, ID: cfg.ID, Address: "127.0.0.1", Port: port},
+			Secret, flush.StaticTargets(cfg.FlushURL...), flush.Registration(reg.Czxid))
 		if err != nil {
 			ln.Close()
 			client.Close()
@@ -88,7 +89,7 @@ func StartProvider(ctx context.Context, cfg ProviderConfig) (*Provider, error) {
 		p.Served.Add(1)
 	})
 	seq, err := shutdown.NewSequence(shutdown.Config{
-		Registrar: reg, Tracker: p.Tracker, Notifier: notifier,
+		Registration: reg, Tracker: p.Tracker, Notifier: notifier,
 		Server:   &http.Server{Handler: p.Tracker.Middleware(mux), ReadHeaderTimeout: 5 * time.Second},
 		Listener: ln,
 		CloseSession: func(context.Context) error {
@@ -117,7 +118,7 @@ type Gateway struct {
 	Endpointer *endpoint.Endpointer
 	FlushURL   string
 	Flushes    atomic.Int64 // flush requests for the service that were acknowledged
-	// Results counts the acknowledged flush requests by shutdown.Result.
+	// Results counts the acknowledged flush requests by flush.Result.
 	Results struct{ Evicted, NotListed, OtherRegistration, NotRouted atomic.Int64 }
 
 	client  *sd.Client
@@ -169,27 +170,27 @@ func StartGateway(connect, service string) (g *Gateway, err error) {
 		return nil, err
 	}
 	g.FlushURL = "http://" + ln.Addr().String() + "/flush"
-	evict := shutdown.DiscoveryEvicter(g.Instancer, g.Endpointer)
-	h, err := shutdown.NewHandler(Secret, []string{g.FlushURL}, func(s string) (shutdown.Evicter, bool) {
+	evict := flush.DiscoveryEvicter(g.Instancer, g.Endpointer)
+	h, err := flush.NewHandler(Secret, []string{g.FlushURL}, func(s string) (flush.Evicter, bool) {
 		if s != service {
 			return nil, false
 		}
-		return shutdown.EvicterFunc(func(ctx context.Context, req shutdown.FlushRequest) (shutdown.Result, error) {
+		return flush.EvicterFunc(func(ctx context.Context, req flush.Request) (flush.Result, error) {
 			res, err := evict.Evict(ctx, req)
 			if err == nil {
 				g.Flushes.Add(1)
 			}
 			return res, err
 		}), true
-	}, shutdown.ResultCounter(resultCounter(func(r string) {
-		switch shutdown.Result(r) {
-		case shutdown.Evicted:
+	}, flush.ResultCounter(resultCounter(func(r string) {
+		switch flush.Result(r) {
+		case flush.Evicted:
 			g.Results.Evicted.Add(1)
-		case shutdown.NotListed:
+		case flush.NotListed:
 			g.Results.NotListed.Add(1)
-		case shutdown.OtherRegistration:
+		case flush.OtherRegistration:
 			g.Results.OtherRegistration.Add(1)
-		case shutdown.NotRouted:
+		case flush.NotRouted:
 			g.Results.NotRouted.Add(1)
 		}
 	})))

@@ -89,7 +89,7 @@ func startProvider(t *testing.T, zkc *zktest.Cluster, id string) *provider {
 	healthpb.RegisterHealthServer(srv, hs)
 	p := &provider{health: hs, ready: ready, stopHS: grpcstop.Health(ready, hs, serviceName)}
 	p.seq, err = shutdown.NewSequence(shutdown.Config{
-		Registrar: reg, Tracker: tracker, Readiness: ready,
+		Registration: reg, Tracker: tracker, Readiness: ready,
 		Server: grpcstop.Server(srv), Listener: ln,
 		CloseSession: func(context.Context) error { client.Close(); return nil },
 	})

@@ -1,4 +1,4 @@
-package shutdown_test
+package flush_test
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/go-kit/kit/metrics"
 
-	"github.com/gracekit/gracekit/shutdown"
+	"github.com/gracekit/gracekit/shutdown/flush"
 )
 
 // send runs n requests made by mk over keep-alive connections, with a few
@@ -51,7 +51,7 @@ func send(t *testing.T, n int, mk func(i int) *http.Request) map[int]int {
 // holds are all accepted; the cache forgets its oldest nonces instead.
 func TestMoreValidFlushesInOneSecondThanTheNonceCacheHoldsAreAllAccepted(t *testing.T) {
 	gw, ev := newGateway(t)
-	const n = shutdown.DefaultNonceCacheSize + 1000
+	const n = flush.DefaultNonceCacheSize + 1000
 	ts := time.Now() // every request has the same timestamp second
 	codes := send(t, n, func(int) *http.Request { return signedRequest(t, gw.URL, secret, self, ts) })
 	if codes[http.StatusOK] != n {
@@ -124,8 +124,8 @@ func TestAFloodOfRefusedFlushesLogsBoundedLinesAndCountsEveryRefusal(t *testing.
 	out := &lines{}
 	refusals := newLabeled()
 	gw, ev := newGateway(t,
-		shutdown.WithLogger(slog.New(slog.NewTextHandler(out, nil))),
-		shutdown.RefusalCounter(refusals))
+		flush.WithLogger(slog.New(slog.NewTextHandler(out, nil))),
+		flush.RefusalCounter(refusals))
 	const n = 40000
 	begin := time.Now()
 	codes := send(t, n, func(int) *http.Request {

@@ -1,4 +1,4 @@
-package shutdown
+package flush
 
 import (
 	"crypto/hmac"
@@ -25,20 +25,24 @@ const (
 // MinSecretLen is the shortest accepted shared secret, in bytes.
 const MinSecretLen = 16
 
-// Instance names a provider instance: the Notifier's self.
-type Instance struct {
+// Self names the provider instance a Notifier speaks for: the instance it
+// asks gateways to evict.
+type Self struct {
+	Service string
+	ID      string
+	Address string
+	Port    int
+}
+
+// Request is the signed JSON body of a flush request: the instance to
+// evict, the registration it ends and the gateway it is meant for. The
+// signature covers all of it, so a request can only ever end that
+// registration, at that gateway.
+type Request struct {
 	Service string `json:"service"`
 	ID      string `json:"id"`
 	Address string `json:"address"`
 	Port    int    `json:"port"`
-}
-
-// FlushRequest is the signed JSON body of a flush request: the instance to
-// evict, the registration it ends and the gateway it is meant for. The
-// signature covers all of it, so a request can only ever end that
-// registration, at that gateway.
-type FlushRequest struct {
-	Instance
 	// Czxid is the creation zxid of the instance's ZooKeeper node: the
 	// registration that is stopping. A gateway evicts the instance only
 	// while it lists that very registration, never a re-registration. The
@@ -48,6 +52,12 @@ type FlushRequest struct {
 	// form Audience returns. A Handler refuses a request whose target is
 	// not one of its own audiences (401).
 	Target string `json:"target"`
+}
+
+// request returns the Request that asks target to evict s's registration
+// czxid.
+func (s Self) request(czxid int64, target string) Request {
+	return Request{Service: s.Service, ID: s.ID, Address: s.Address, Port: s.Port, Czxid: czxid, Target: target}
 }
 
 // Result says what a gateway did with an authenticated flush request. It is
@@ -132,7 +142,7 @@ func signHeaders(h http.Header, secret, body []byte, now time.Time) {
 
 func checkSecret(secret []byte) error {
 	if len(secret) < MinSecretLen {
-		return fmt.Errorf("shutdown: secret is %d bytes (minimum %d)", len(secret), MinSecretLen)
+		return fmt.Errorf("flush: secret is %d bytes (minimum %d)", len(secret), MinSecretLen)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package shutdown
+package flush
 
 import (
 	"fmt"
@@ -27,43 +27,43 @@ const MaxSpringParamLen = 255
 // Target: the Spring mode is unauthenticated, and a gateway that accepts it
 // must not evict more than its own discovery lists (see the README's
 // Security section).
-func ParseSpringQuery(q url.Values) (FlushRequest, error) {
+func ParseSpringQuery(q url.Values) (Request, error) {
 	get := func(key string, required bool) (string, error) {
 		vs := q[key]
 		switch {
 		case len(vs) == 0 && !required:
 			return "", nil
 		case len(vs) == 0:
-			return "", fmt.Errorf("shutdown: spring flush query lacks %s (required)", key)
+			return "", fmt.Errorf("flush: spring flush query lacks %s (required)", key)
 		case len(vs) > 1:
-			return "", fmt.Errorf("shutdown: spring flush query has %d values of %s (maximum 1)", len(vs), key)
+			return "", fmt.Errorf("flush: spring flush query has %d values of %s (maximum 1)", len(vs), key)
 		}
 		v := vs[0]
 		if required && v == "" {
-			return "", fmt.Errorf("shutdown: spring flush query has an empty %s (required)", key)
+			return "", fmt.Errorf("flush: spring flush query has an empty %s (required)", key)
 		}
 		if len(v) > MaxSpringParamLen {
-			return "", fmt.Errorf("shutdown: spring flush %s is %d bytes (maximum %d)", key, len(v), MaxSpringParamLen)
+			return "", fmt.Errorf("flush: spring flush %s is %d bytes (maximum %d)", key, len(v), MaxSpringParamLen)
 		}
 		if !utf8.ValidString(v) || strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-			return "", fmt.Errorf("shutdown: spring flush %s %q is not printable UTF-8", key, v)
+			return "", fmt.Errorf("flush: spring flush %s %q is not printable UTF-8", key, v)
 		}
 		return v, nil
 	}
-	var req FlushRequest
+	var req Request
 	var err error
 	if req.Service, err = get(SpringParamService, true); err != nil {
-		return FlushRequest{}, err
+		return Request{}, err
 	}
 	if req.ID, err = get(SpringParamID, true); err != nil {
-		return FlushRequest{}, err
+		return Request{}, err
 	}
 	host, err := get(SpringParamHost, false)
 	if err != nil {
-		return FlushRequest{}, err
+		return Request{}, err
 	}
 	if req.Address, req.Port, err = splitSpringHost(host); err != nil {
-		return FlushRequest{}, err
+		return Request{}, err
 	}
 	return req, nil
 }
@@ -76,7 +76,7 @@ func splitSpringHost(host string) (string, int, error) {
 	}
 	if strings.Count(host, ":") > 1 && !strings.HasPrefix(host, "[") {
 		if net.ParseIP(host) == nil {
-			return "", 0, fmt.Errorf("shutdown: spring flush host %q is not an address or address:port", host)
+			return "", 0, fmt.Errorf("flush: spring flush host %q is not an address or address:port", host)
 		}
 		return host, 0, nil
 	}
@@ -85,17 +85,17 @@ func splitSpringHost(host string) (string, int, error) {
 	}
 	if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
 		if net.ParseIP(host[1:len(host)-1]) == nil {
-			return "", 0, fmt.Errorf("shutdown: spring flush host %q is not an address or address:port", host)
+			return "", 0, fmt.Errorf("flush: spring flush host %q is not an address or address:port", host)
 		}
 		return host[1 : len(host)-1], 0, nil
 	}
 	addr, p, err := net.SplitHostPort(host)
 	if err != nil || addr == "" {
-		return "", 0, fmt.Errorf("shutdown: spring flush host %q is not an address or address:port", host)
+		return "", 0, fmt.Errorf("flush: spring flush host %q is not an address or address:port", host)
 	}
 	port, err := strconv.Atoi(p)
 	if err != nil || port < 1 || port > 65535 {
-		return "", 0, fmt.Errorf("shutdown: spring flush port %q out of range (1 to 65535)", p)
+		return "", 0, fmt.Errorf("flush: spring flush port %q out of range (1 to 65535)", p)
 	}
 	return addr, port, nil
 }

@@ -6,10 +6,10 @@ import (
 	"github.com/gracekit/gracekit/sd"
 )
 
-// Registrar is what the start and stop steps drive in service discovery.
-// gracekit's sd.Registrar implements it. Each method must honor ctx and
+// Registration is the instance's registration in service discovery, which
+// the start and stop steps drive. gracekit's sd.Registrar implements it. Each method must honor ctx and
 // return an error when the change could not be made.
-type Registrar interface {
+type Registration interface {
 	// RegisterContext creates this instance's node with status UP.
 	RegisterContext(ctx context.Context) error
 	// SetStatus changes the status in this instance's node.

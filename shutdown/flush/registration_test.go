@@ -1,4 +1,4 @@
-package shutdown_test
+package flush_test
 
 import (
 	"bytes"
@@ -17,14 +17,14 @@ import (
 	"github.com/gracekit/gracekit/endpoint"
 	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/sd"
-	"github.com/gracekit/gracekit/shutdown"
+	"github.com/gracekit/gracekit/shutdown/flush"
 	"github.com/gracekit/gracekit/zktest"
 )
 
 // zkProvider is a healthy HTTP provider registered in a real ZooKeeper.
 type zkProvider struct {
 	reg  *sd.Registrar
-	inst shutdown.Instance
+	inst flush.Self
 	addr string // host:port, as the gateway's endpointer knows it
 }
 
@@ -42,7 +42,7 @@ func startZKProvider(t *testing.T, client *sd.Client, service, id string) *zkPro
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = reg.DeregisterContext(context.Background()) })
-	return &zkProvider{reg: reg, inst: shutdown.Instance{Service: service, ID: id, Address: host, Port: port}, addr: srv.Listener.Addr().String()}
+	return &zkProvider{reg: reg, inst: flush.Self{Service: service, ID: id, Address: host, Port: port}, addr: srv.Listener.Addr().String()}
 }
 
 // zkGateway serves a flush Handler over a real Instancer and Endpointer.
@@ -75,8 +75,8 @@ func startZKGateway(t *testing.T, client *sd.Client, service, audience string) *
 	if audience != "" {
 		url = audience
 	}
-	h, err := shutdown.NewHandler(secret, []string{url},
-		shutdown.EvicterMap(map[string]shutdown.Evicter{service: shutdown.DiscoveryEvicter(in, ep)}))
+	h, err := flush.NewHandler(secret, []string{url},
+		flush.EvicterMap(map[string]flush.Evicter{service: flush.DiscoveryEvicter(in, ep)}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,10 +88,10 @@ func startZKGateway(t *testing.T, client *sd.Client, service, audience string) *
 func (g *zkGateway) lists(addr string) bool { return slices.Contains(g.ep.Instances(), addr) }
 
 // result sends req and returns its status and HeaderResult.
-func result(t *testing.T, req *http.Request) (int, shutdown.Result) {
+func result(t *testing.T, req *http.Request) (int, flush.Result) {
 	t.Helper()
 	resp := do(t, req)
-	return resp.StatusCode, shutdown.Result(resp.Header.Get(shutdown.HeaderResult))
+	return resp.StatusCode, flush.Result(resp.Header.Get(flush.HeaderResult))
 }
 
 // Issue 8, case 9: a signed flush for a registration the gateway does not
@@ -111,18 +111,18 @@ func TestASignedFlushForAnUnlistedRegistrationEvictsNothingAndIsAcknowledged(t *
 
 	tests := []struct {
 		name string
-		give shutdown.FlushRequest
-		want shutdown.Result
+		give flush.Request
+		want flush.Result
 	}{
 		{
 			name: "an id the gateway does not list, with the provider's address, is not listed",
-			give: shutdown.FlushRequest{Instance: shutdown.Instance{Service: "orders", ID: "ghost", Address: p.inst.Address, Port: p.inst.Port}, Czxid: czxid},
-			want: shutdown.NotListed,
+			give: flush.Request{Service: "orders", ID: "ghost", Address: p.inst.Address, Port: p.inst.Port, Czxid: czxid},
+			want: flush.NotListed,
 		},
 		{
 			name: "the provider's id from another registration is another registration",
-			give: shutdown.FlushRequest{Instance: p.inst, Czxid: czxid + 1},
-			want: shutdown.OtherRegistration,
+			give: request(p.inst, czxid+1, ""),
+			want: flush.OtherRegistration,
 		},
 	}
 	for _, tt := range tests {
@@ -139,13 +139,13 @@ func TestASignedFlushForAnUnlistedRegistrationEvictsNothingAndIsAcknowledged(t *
 	}
 
 	// A Notifier counts the answer as an acknowledgement.
-	ghost := shutdown.Instance{Service: "orders", ID: "ghost", Address: p.inst.Address, Port: p.inst.Port}
-	n, err := shutdown.NewNotifier(ghost, secret, shutdown.StaticTargets(gw.url), shutdown.Registration(p.reg.Czxid))
+	ghost := flush.Self{Service: "orders", ID: "ghost", Address: p.inst.Address, Port: p.inst.Port}
+	n, err := flush.NewNotifier(ghost, secret, flush.StaticTargets(gw.url), flush.Registration(p.reg.Czxid))
 	if err != nil {
 		t.Fatal(err)
 	}
 	reports, err := n.Flush(context.Background())
-	if err != nil || !reports[0].Acked || reports[0].Result != shutdown.NotListed {
+	if err != nil || !reports[0].Acked || reports[0].Result != flush.NotListed {
 		t.Fatalf("Flush = %+v, %v; want acked, not listed", reports, err)
 	}
 	if !gw.lists(p.addr) {
@@ -153,11 +153,11 @@ func TestASignedFlushForAnUnlistedRegistrationEvictsNothingAndIsAcknowledged(t *
 	}
 
 	// The registration itself is evicted.
-	n, err = shutdown.NewNotifier(p.inst, secret, shutdown.StaticTargets(gw.url), shutdown.Registration(p.reg.Czxid))
+	n, err = flush.NewNotifier(p.inst, secret, flush.StaticTargets(gw.url), flush.Registration(p.reg.Czxid))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if reports, err = n.Flush(context.Background()); err != nil || reports[0].Result != shutdown.Evicted {
+	if reports, err = n.Flush(context.Background()); err != nil || reports[0].Result != flush.Evicted {
 		t.Fatalf("Flush = %+v, %v; want evicted", reports, err)
 	}
 	if gw.lists(p.addr) {
@@ -175,14 +175,14 @@ func TestAFlushSignedForOneGatewayIsRefusedByAnother(t *testing.T) {
 	if code, _ := result(t, replay(t, gw2.URL, req.Header, body)); code != http.StatusUnauthorized {
 		t.Errorf("the other gateway answered %d, want 401", code)
 	}
-	if code, res := result(t, replay(t, gw1.URL, req.Header, body)); code != http.StatusOK || res != shutdown.Evicted {
+	if code, res := result(t, replay(t, gw1.URL, req.Header, body)); code != http.StatusOK || res != flush.Evicted {
 		t.Errorf("the gateway it was meant for answered %d %q, want 200 evicted", code, res)
 	}
 	if ev1.count() != 1 || ev2.count() != 0 {
 		t.Errorf("evictions %d and %d, want 1 and 0", ev1.count(), ev2.count())
 	}
 	// A target that differs only in form is still this gateway's.
-	other := shutdown.FlushRequest{Instance: self, Czxid: selfCzxid, Target: gw1.URL + "/elsewhere"}
+	other := request(self, selfCzxid, gw1.URL+"/elsewhere")
 	if code, _ := result(t, signedFlush(t, gw1.URL, secret, other, time.Now())); code != http.StatusUnauthorized {
 		t.Errorf("a target on another path answered %d, want 401", code)
 	}
@@ -217,7 +217,7 @@ func TestAReplayedFlushCannotEvictARestartedRegistration(t *testing.T) {
 	if err := p.reg.DeregisterContext(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	req := signedFlush(t, gw.url, secret, shutdown.FlushRequest{Instance: p.inst, Czxid: first, Target: gw.url}, time.Now())
+	req := signedFlush(t, gw.url, secret, request(p.inst, first, gw.url), time.Now())
 	body, _ := io.ReadAll(req.Body)
 	if code, _ := result(t, replay(t, gw.url, req.Header, body)); code/100 != 2 {
 		t.Fatalf("the flush answered %d", code)
@@ -236,7 +236,7 @@ func TestAReplayedFlushCannotEvictARestartedRegistration(t *testing.T) {
 
 	for _, g := range []*zkGateway{restarted, gw} {
 		code, res := result(t, replay(t, g.srv, req.Header, body))
-		if code == http.StatusOK || res == shutdown.Evicted {
+		if code == http.StatusOK || res == flush.Evicted {
 			t.Errorf("the replay answered %d %q", code, res)
 		}
 		if !g.lists(p.addr) {

@@ -1,4 +1,4 @@
-package shutdown_test
+package flush_test
 
 import (
 	"context"
@@ -11,12 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gracekit/gracekit/shutdown"
+	"github.com/gracekit/gracekit/shutdown/flush"
 )
 
-func newNotifier(t *testing.T, opts ...shutdown.Option) *shutdown.Notifier {
+func newNotifier(t *testing.T, opts ...flush.NotifierOption) *flush.Notifier {
 	t.Helper()
-	n, err := shutdown.NewNotifier(self, secret, append([]shutdown.Option{registration}, opts...)...)
+	n, err := flush.NewNotifier(self, secret, append([]flush.NotifierOption{registration}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,8 +27,8 @@ func TestNotifierFlushesEveryTarget(t *testing.T) {
 	gw1, ev1 := newGateway(t)
 	gw2, ev2 := newGateway(t)
 	n := newNotifier(t,
-		shutdown.StaticTargets(gw1.URL+"/flush"),
-		shutdown.Targets(shutdown.TargetSourceFunc(func() []string {
+		flush.StaticTargets(gw1.URL+"/flush"),
+		flush.Targets(flush.TargetSourceFunc(func() []string {
 			return []string{gw2.URL + "/flush", gw1.URL + "/flush"} // gw1 again: called once
 		})),
 	)
@@ -59,7 +59,7 @@ func TestNotifierSignsEveryAttemptAfresh(t *testing.T) {
 	// the notifier calls the proxy, so its URL is the gateway's audience.
 	flaky := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
-		nonces = append(nonces, r.Header.Get(shutdown.HeaderNonce))
+		nonces = append(nonces, r.Header.Get(flush.HeaderNonce))
 		n := len(nonces)
 		mu.Unlock()
 		if n <= 2 {
@@ -73,7 +73,7 @@ func TestNotifierSignsEveryAttemptAfresh(t *testing.T) {
 	gw, ev := newGatewayWith(t, []string{"http://" + flaky.Listener.Addr().String()})
 	flaky.Start()
 
-	n := newNotifier(t, shutdown.StaticTargets(flaky.URL), shutdown.RetryWait(time.Millisecond, 5*time.Millisecond))
+	n := newNotifier(t, flush.StaticTargets(flaky.URL), flush.RetryWait(time.Millisecond, 5*time.Millisecond))
 	reports, err := n.Flush(context.Background())
 	if err != nil {
 		t.Fatalf("Flush: %v", err)
@@ -121,10 +121,10 @@ func TestNotifierReportsTargetsThatDoNotAck(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			n := newNotifier(t,
-				shutdown.StaticTargets(ok.URL+"/flush", tt.give),
-				shutdown.AttemptTimeout(50*time.Millisecond),
-				shutdown.WithLogger(slog.New(slog.NewTextHandler(t.Output(), nil))),
-				shutdown.RetryWait(5*time.Millisecond, 20*time.Millisecond),
+				flush.StaticTargets(ok.URL+"/flush", tt.give),
+				flush.AttemptTimeout(50*time.Millisecond),
+				flush.WithLogger(slog.New(slog.NewTextHandler(t.Output(), nil))),
+				flush.RetryWait(5*time.Millisecond, 20*time.Millisecond),
 			)
 			const bound = 500 * time.Millisecond
 			ctx, cancel := context.WithTimeout(context.Background(), bound)
@@ -134,9 +134,9 @@ func TestNotifierReportsTargetsThatDoNotAck(t *testing.T) {
 			if took := time.Since(begin); took > bound+200*time.Millisecond {
 				t.Errorf("Flush took %s, over its bound %s", took, bound)
 			}
-			var ferr *shutdown.FlushError
+			var ferr *flush.TargetError
 			if !errors.As(err, &ferr) || ferr.Target != tt.give {
-				t.Fatalf("Flush error = %v, want a *FlushError naming %s", err, tt.give)
+				t.Fatalf("Flush error = %v, want a *TargetError naming %s", err, tt.give)
 			}
 			if !reports[0].Acked {
 				t.Errorf("the healthy gateway did not ack: %+v", reports[0])
@@ -155,7 +155,7 @@ func TestNotifierCallsSpringTargets(t *testing.T) {
 		got <- r
 	}))
 	defer spring.Close()
-	n := newNotifier(t, shutdown.SpringTargets(spring.URL+"/flushCache"))
+	n := newNotifier(t, flush.SpringTargets(spring.URL+"/flushCache"))
 	reports, err := n.Flush(context.Background())
 	if err != nil || !reports[0].Acked || !reports[0].Spring {
 		t.Fatalf("Flush = %+v, %v", reports, err)
@@ -172,7 +172,7 @@ func TestNotifierCallsSpringTargets(t *testing.T) {
 
 func TestNotifierRedactsTargets(t *testing.T) {
 	u := strings.Replace(downURL(t), "http://", "http://user:hunter2@", 1)
-	n := newNotifier(t, shutdown.StaticTargets(u), shutdown.RetryMax(0))
+	n := newNotifier(t, flush.StaticTargets(u), flush.RetryMax(0))
 	reports, err := n.Flush(context.Background())
 	if strings.Contains(reports[0].Target, "hunter2") || strings.Contains(err.Error(), "hunter2") {
 		t.Errorf("the password leaked: %q, %v", reports[0].Target, err)
@@ -193,27 +193,25 @@ func TestNewNotifierRejectsInvalidInput(t *testing.T) {
 		wantE string
 	}{
 		{"an instance without an id", func() error {
-			_, err := shutdown.NewNotifier(shutdown.Instance{Service: "orders"}, secret)
+			_, err := flush.NewNotifier(flush.Self{Service: "orders"}, secret)
 			return err
-		}, `shutdown: instance needs a service and an id (got "orders", "")`},
-		{"a short secret", func() error { _, err := shutdown.NewNotifier(self, []byte("x")); return err }, "shutdown: secret is 1 bytes (minimum 16)"},
+		}, `flush: instance needs a service and an id (got "orders", "")`},
+		{"a short secret", func() error { _, err := flush.NewNotifier(self, []byte("x")); return err }, "flush: secret is 1 bytes (minimum 16)"},
 		{"a relative URL", func() error {
-			_, err := shutdown.NewNotifier(self, secret, shutdown.StaticTargets("/flush"))
+			_, err := flush.NewNotifier(self, secret, flush.StaticTargets("/flush"))
 			return err
 		},
-			`shutdown: invalid flush URL "/flush" (need an absolute http or https URL)`},
+			`flush: invalid flush URL "/flush" (need an absolute http or https URL)`},
 		{"signed targets without a registration", func() error {
-			_, err := shutdown.NewNotifier(self, secret, shutdown.StaticTargets("http://gw/flush"))
+			_, err := flush.NewNotifier(self, secret, flush.StaticTargets("http://gw/flush"))
 			return err
-		}, "shutdown: StaticTargets and Targets need the Registration option (signed flushes name the registration they end)"},
-		{"a handler option", func() error { _, err := shutdown.NewNotifier(self, secret, shutdown.MaxBodyBytes(100)); return err },
-			"shutdown: option MaxBodyBytes does not apply to NewNotifier"},
-		{"too many retries", func() error { _, err := shutdown.NewNotifier(self, secret, shutdown.RetryMax(11)); return err },
-			"shutdown: invalid retry max 11 (must be 0 to 10)"},
+		}, "flush: StaticTargets and Targets need the Registration option (signed flushes name the registration they end)"},
+		{"too many retries", func() error { _, err := flush.NewNotifier(self, secret, flush.RetryMax(11)); return err },
+			"flush: invalid retry max 11 (must be 0 to 10)"},
 		{"an inverted retry wait", func() error {
-			_, err := shutdown.NewNotifier(self, secret, shutdown.RetryWait(time.Second, time.Millisecond))
+			_, err := flush.NewNotifier(self, secret, flush.RetryWait(time.Second, time.Millisecond))
 			return err
-		}, "shutdown: invalid retry wait 1s to 1ms (need 0 < min <= max)"},
+		}, "flush: invalid retry wait 1s to 1ms (need 0 < min <= max)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+" is rejected", func(t *testing.T) {

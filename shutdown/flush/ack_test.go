@@ -1,4 +1,4 @@
-package shutdown_test
+package flush_test
 
 import (
 	"context"
@@ -7,9 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gracekit/gracekit/internal/testbed"
-	"github.com/gracekit/gracekit/shutdown"
-	"github.com/gracekit/gracekit/zktest"
+	"github.com/gracekit/gracekit/shutdown/flush"
 )
 
 // Issue 8, case 13: a flush whose content type is not JSON is refused with
@@ -34,7 +32,7 @@ func TestAFlushWhoseContentTypeIsNotJSONIsRefusedWith415(t *testing.T) {
 			gw, ev := newGateway(t)
 			inst := self
 			if tt.big {
-				inst.ID = strings.Repeat("x", 2*shutdown.DefaultMaxBodyBytes)
+				inst.ID = strings.Repeat("x", 2*flush.DefaultMaxBodyBytes)
 			}
 			req := signedRequest(t, gw.URL, secret, inst, time.Now())
 			if tt.give == "-" {
@@ -56,51 +54,18 @@ func TestAFlushWhoseContentTypeIsNotJSONIsRefusedWith415(t *testing.T) {
 // acknowledges its flush: the Notifier reports no error.
 func TestAGatewayThatDoesNotRouteTheServiceAcknowledgesItsFlush(t *testing.T) {
 	srv, url := unstarted(t)
-	h, err := shutdown.NewHandler(secret, []string{url + "/flush"}, shutdown.EvicterMap(nil))
+	h, err := flush.NewHandler(secret, []string{url + "/flush"}, flush.EvicterMap(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv.Config.Handler = h
 	srv.Start()
-	n := newNotifier(t, shutdown.StaticTargets(url+"/flush"), shutdown.RetryMax(0))
+	n := newNotifier(t, flush.StaticTargets(url+"/flush"), flush.RetryMax(0))
 	reports, err := n.Flush(context.Background())
 	if err != nil {
 		t.Fatalf("Flush: %v", err)
 	}
-	if r := reports[0]; !r.Acked || r.Result != shutdown.NotRouted || r.Attempts != 1 {
+	if r := reports[0]; !r.Acked || r.Result != flush.NotRouted || r.Attempts != 1 {
 		t.Fatalf("report %+v, want acked as not routed at the first attempt", r)
-	}
-}
-
-// Issue 8, case 14: a provider whose gateway does not route its service
-// stops without error, and its quiesce ends on its condition (every target
-// acked) rather than at its maximum.
-func TestAProviderStopsCleanlyWhenItsGatewayDoesNotRouteItsService(t *testing.T) {
-	zkc := zktest.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	gw, err := testbed.StartGateway(zkc.ConnectString(), "quote")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gw.Close()
-	p, err := testbed.StartProvider(ctx, testbed.ProviderConfig{
-		Connect: zkc.ConnectString(), Service: "billing", ID: "billing-1", FlushURL: []string{gw.FlushURL},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Seq.Stop(ctx); err != nil {
-		t.Fatalf("Stop: %v", err)
-	}
-	rep := p.Seq.Report()
-	if len(rep.Flush) != 1 || !rep.Flush[0].Acked || rep.Flush[0].Result != shutdown.NotRouted {
-		t.Fatalf("flush reports %+v, want one acked as not routed", rep.Flush)
-	}
-	if !rep.Quiesced {
-		t.Error("the quiesce did not end on its condition")
-	}
-	if gw.Results.NotRouted.Load() != 1 || gw.Flushes.Load() != 0 {
-		t.Errorf("gateway: %d not routed, %d flushes; want 1 and 0", gw.Results.NotRouted.Load(), gw.Flushes.Load())
 	}
 }

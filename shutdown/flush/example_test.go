@@ -1,11 +1,11 @@
-package shutdown_test
+package flush_test
 
 import (
 	"context"
 	"fmt"
 	"net/http/httptest"
 
-	"github.com/gracekit/gracekit/shutdown"
+	"github.com/gracekit/gracekit/shutdown/flush"
 )
 
 // A provider's Notifier tells a gateway's Handler to evict it.
@@ -14,14 +14,14 @@ func ExampleHandler() {
 
 	// Gateway side: evict from the local view of the "orders" service. The
 	// handler answers only requests meant for its own flush URL.
-	evict := shutdown.EvicterFunc(func(_ context.Context, req shutdown.FlushRequest) (shutdown.Result, error) {
+	evict := flush.EvicterFunc(func(_ context.Context, req flush.Request) (flush.Result, error) {
 		fmt.Printf("gateway: evict %s %s at %s:%d, registration %d\n", req.Service, req.ID, req.Address, req.Port, req.Czxid)
-		return shutdown.Evicted, nil
+		return flush.Evicted, nil
 	})
 	gw := httptest.NewUnstartedServer(nil)
 	defer gw.Close()
 	flushURL := "http://" + gw.Listener.Addr().String() + "/flush"
-	h, err := shutdown.NewHandler(key, []string{flushURL}, shutdown.EvicterMap(map[string]shutdown.Evicter{"orders": evict}))
+	h, err := flush.NewHandler(key, []string{flushURL}, flush.EvicterMap(map[string]flush.Evicter{"orders": evict}))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -31,11 +31,11 @@ func ExampleHandler() {
 
 	// Provider side, during its stop, after deregistering the node whose
 	// creation zxid Registration returns (sd.Registrar.Czxid).
-	n, err := shutdown.NewNotifier(
-		shutdown.Instance{Service: "orders", ID: "orders-1", Address: "10.0.0.7", Port: 8080},
+	n, err := flush.NewNotifier(
+		flush.Self{Service: "orders", ID: "orders-1", Address: "10.0.0.7", Port: 8080},
 		key,
-		shutdown.StaticTargets(flushURL),
-		shutdown.Registration(func() int64 { return 4242 }),
+		flush.StaticTargets(flushURL),
+		flush.Registration(func() int64 { return 4242 }),
 	)
 	if err != nil {
 		fmt.Println(err)

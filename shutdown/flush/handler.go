@@ -1,4 +1,4 @@
-package shutdown
+package flush
 
 import (
 	"context"
@@ -16,6 +16,21 @@ import (
 	"time"
 )
 
+// Refusal reasons, the "reason" label of the RefusalCounter.
+const (
+	ReasonMethod      = "method"       // 405: not a POST
+	ReasonContentType = "content-type" // 415: not application/json
+	ReasonTooLarge    = "too-large"    // 413: body over MaxBodyBytes
+	ReasonUnreadable  = "unreadable"   // 400: the body could not be read
+	ReasonUnsigned    = "unsigned"     // 401: signature headers missing or malformed
+	ReasonForged      = "forged"       // 401: wrong signature
+	ReasonStale       = "stale"        // 401: timestamp outside TimestampWindow
+	ReasonAudience    = "audience"     // 401: target is not one of the handler's audiences
+	ReasonReplay      = "replay"       // 401: nonce seen before
+	ReasonMalformed   = "malformed"    // 400: body is not a valid Request
+	ReasonEvictFailed = "evict-failed" // 500: the Evicter returned an error
+)
+
 // Evicter removes an instance from a gateway's local view of its service.
 // Evict must be idempotent, honor ctx, and return only once the eviction is
 // visible to the endpointer (no new call picks the instance). It must evict
@@ -24,14 +39,14 @@ import (
 // OtherRegistration when it changed nothing. An error means it could not
 // tell; the Handler answers 500 and the notifier retries.
 type Evicter interface {
-	Evict(ctx context.Context, req FlushRequest) (Result, error)
+	Evict(ctx context.Context, req Request) (Result, error)
 }
 
 // EvicterFunc adapts a func to Evicter.
-type EvicterFunc func(ctx context.Context, req FlushRequest) (Result, error)
+type EvicterFunc func(ctx context.Context, req Request) (Result, error)
 
 // Evict calls f.
-func (f EvicterFunc) Evict(ctx context.Context, req FlushRequest) (Result, error) { return f(ctx, req) }
+func (f EvicterFunc) Evict(ctx context.Context, req Request) (Result, error) { return f(ctx, req) }
 
 // EvicterLookup returns the Evicter of a service, and false if the gateway
 // does not route the service. It must not block.
@@ -50,7 +65,7 @@ func EvicterMap(m map[string]Evicter) EvicterLookup {
 }
 
 // Handler is the gateway's flush endpoint. It answers a POST whose body is
-// a FlushRequest as JSON, checking in this order:
+// a Request as JSON, checking in this order:
 //
 //   - 405 for another method;
 //   - 415 for a Content-Type other than application/json (parameters
@@ -58,7 +73,7 @@ func EvicterMap(m map[string]Evicter) EvicterLookup {
 //   - 413 for a body over MaxBodyBytes;
 //   - 401 when the signature headers are missing or malformed, the signature
 //     is wrong, or the timestamp is outside TimestampWindow;
-//   - 400 for a body that is not a FlushRequest with a service, an id and a
+//   - 400 for a body that is not a Request with a service, an id and a
 //     czxid;
 //   - 401 when the request's target is not one of the handler's audiences,
 //     or its nonce was seen before (a replay);
@@ -76,7 +91,7 @@ type Handler struct {
 	secret    []byte
 	audiences map[string]bool
 	lookup    EvicterLookup
-	opts      *options
+	opts      *handlerOptions
 	nonces    *nonceCache
 	logs      refusalLog
 	now       func() time.Time
@@ -89,12 +104,12 @@ type Handler struct {
 // the URL its flush path is discovered at; plus any static URL, such as a
 // load balancer's, that providers are configured with), each an absolute
 // http or https URL, compared in the form Audience returns.
-func NewHandler(secret []byte, audiences []string, lookup EvicterLookup, opts ...Option) (*Handler, error) {
+func NewHandler(secret []byte, audiences []string, lookup EvicterLookup, opts ...HandlerOption) (*Handler, error) {
 	if err := checkSecret(secret); err != nil {
 		return nil, err
 	}
 	if len(audiences) == 0 {
-		return nil, errors.New("shutdown: 0 audiences (minimum 1: the flush URLs the handler answers at)")
+		return nil, errors.New("flush: 0 audiences (minimum 1: the flush URLs the handler answers at)")
 	}
 	auds := make(map[string]bool, len(audiences))
 	for _, a := range audiences {
@@ -105,9 +120,9 @@ func NewHandler(secret []byte, audiences []string, lookup EvicterLookup, opts ..
 		auds[c] = true
 	}
 	if lookup == nil {
-		return nil, errors.New("shutdown: nil evicter lookup")
+		return nil, errors.New("flush: nil evicter lookup")
 	}
-	o, err := newOptions(forHandler, opts)
+	o, err := newHandlerOptions(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +165,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, r, http.StatusUnauthorized, reason, err)
 		return
 	}
-	req, err := parseFlushRequest(body)
+	req, err := parseRequest(body)
 	if err != nil {
 		h.refuse(w, r, http.StatusBadRequest, ReasonMalformed, err)
 		return
@@ -168,7 +183,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if ev, ok := h.lookup(req.Service); ok {
 		res, err = ev.Evict(r.Context(), req)
 		if err == nil && !res.valid() {
-			err = fmt.Errorf("shutdown: evicter returned result %q (want evicted, not-listed or other-registration)", res)
+			err = fmt.Errorf("flush: evicter returned result %q (want evicted, not-listed or other-registration)", res)
 		}
 		if err != nil {
 			h.refuse(w, r, http.StatusInternalServerError, ReasonEvictFailed, err)
@@ -185,17 +200,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	writeText(w, res.status(), string(res))
 }
 
-// parseFlushRequest decodes a signed body.
-func parseFlushRequest(body []byte) (FlushRequest, error) {
-	var req FlushRequest
+// parseRequest decodes a signed body.
+func parseRequest(body []byte) (Request, error) {
+	var req Request
 	if err := json.Unmarshal(body, &req); err != nil {
-		return FlushRequest{}, err
+		return Request{}, err
 	}
 	switch {
 	case req.Service == "" || req.ID == "":
-		return FlushRequest{}, errors.New("missing service or id")
+		return Request{}, errors.New("missing service or id")
 	case req.Czxid <= 0:
-		return FlushRequest{}, fmt.Errorf("czxid %d (minimum 1: the registration the flush ends)", req.Czxid)
+		return Request{}, fmt.Errorf("czxid %d (minimum 1: the registration the flush ends)", req.Czxid)
 	}
 	return req, nil
 }
@@ -318,4 +333,11 @@ func (c *nonceCache) pop() {
 	c.ring[c.head] = ""
 	c.head = (c.head + 1) % len(c.ring)
 	c.n--
+}
+
+func writeText(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	_, _ = w.Write([]byte(msg + "\n"))
 }

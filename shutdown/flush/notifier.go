@@ -1,4 +1,4 @@
-package shutdown
+package flush
 
 import (
 	"context"
@@ -28,8 +28,8 @@ type TargetSourceFunc func() []string
 // FlushTargets returns f().
 func (f TargetSourceFunc) FlushTargets() []string { return f() }
 
-// FlushReport is the outcome of the flush call to one target.
-type FlushReport struct {
+// Report is the outcome of the flush call to one target.
+type Report struct {
 	// Target is the URL, with any password redacted.
 	Target string
 	// Spring is true for a Spring-style GET target.
@@ -48,26 +48,26 @@ type FlushReport struct {
 	Err error
 }
 
-// FlushError is the error for one target that did not ack.
-type FlushError struct {
+// TargetError is the error for one target that did not ack.
+type TargetError struct {
 	Target   string
 	Attempts int
 	Err      error
 }
 
-func (e *FlushError) Error() string {
-	return fmt.Sprintf("shutdown: flush %s not acknowledged after %d attempt(s): %v", e.Target, e.Attempts, e.Err)
+func (e *TargetError) Error() string {
+	return fmt.Sprintf("flush: flush %s not acknowledged after %d attempt(s): %v", e.Target, e.Attempts, e.Err)
 }
 
 // Unwrap returns the cause.
-func (e *FlushError) Unwrap() error { return e.Err }
+func (e *TargetError) Unwrap() error { return e.Err }
 
 // Notifier tells gateways to evict this instance. It is safe for concurrent
 // use.
 type Notifier struct {
-	self    Instance
+	self    Self
 	secret  []byte
-	opts    *options
+	opts    *notifierOptions
 	client  *http.Client
 	owned   bool // the Notifier made client and closes its idle connections
 	rlogger any  // go-retryablehttp's logger: nil (silent) or a LeveledLogger
@@ -76,25 +76,25 @@ type Notifier struct {
 // ErrNoRegistration is the error of a signed flush target when the
 // Registration func returns no creation zxid (0): there is no registration
 // a gateway could evict, so nothing is sent.
-var ErrNoRegistration = errors.New("shutdown: no registration to flush (czxid 0, minimum 1)")
+var ErrNoRegistration = errors.New("flush: no registration to flush (czxid 0, minimum 1)")
 
 // NewNotifier returns a Notifier that asks gateways to evict self, signing
 // its requests with secret (at least MinSecretLen bytes). Targets come from
 // StaticTargets, Targets and SpringTargets; with none, Flush does nothing.
 // StaticTargets and Targets need the Registration option.
-func NewNotifier(self Instance, secret []byte, opts ...Option) (*Notifier, error) {
+func NewNotifier(self Self, secret []byte, opts ...NotifierOption) (*Notifier, error) {
 	if self.Service == "" || self.ID == "" {
-		return nil, fmt.Errorf("shutdown: instance needs a service and an id (got %q, %q)", self.Service, self.ID)
+		return nil, fmt.Errorf("flush: instance needs a service and an id (got %q, %q)", self.Service, self.ID)
 	}
 	if err := checkSecret(secret); err != nil {
 		return nil, err
 	}
-	o, err := newOptions(forNotifier, opts)
+	o, err := newNotifierOptions(opts)
 	if err != nil {
 		return nil, err
 	}
 	if (len(o.static) > 0 || o.source != nil) && o.registration == nil {
-		return nil, errors.New("shutdown: StaticTargets and Targets need the Registration option (signed flushes name the registration they end)")
+		return nil, errors.New("flush: StaticTargets and Targets need the Registration option (signed flushes name the registration they end)")
 	}
 	n := &Notifier{self: self, secret: append([]byte(nil), secret...), opts: o, client: o.client}
 	if n.client == nil {
@@ -143,18 +143,18 @@ func (n *Notifier) targets() []flushTarget {
 // Flush calls every target in parallel and returns when each one acked or
 // gave up: after the retries (each attempt signed afresh), or when ctx is
 // done, which bounds every attempt and every backoff. A signed request's
-// body is a FlushRequest naming self, the registration (the Registration
+// body is a Request naming self, the registration (the Registration
 // func, asked once per Flush) and the target URL as the gateway's audience.
 // Any 2xx is an acknowledgement, whatever its Result. It returns one report
 // per target, in the order static, source, Spring targets, and the joined
-// *FlushError of the targets that did not ack.
-func (n *Notifier) Flush(ctx context.Context) ([]FlushReport, error) {
+// *TargetError of the targets that did not ack.
+func (n *Notifier) Flush(ctx context.Context) ([]Report, error) {
 	ts := n.targets()
 	var czxid int64
 	if n.opts.registration != nil {
 		czxid = n.opts.registration()
 	}
-	reports := make([]FlushReport, len(ts))
+	reports := make([]Report, len(ts))
 	var wg sync.WaitGroup
 	for i, t := range ts {
 		wg.Go(func() { reports[i] = n.flushOne(ctx, t, czxid) })
@@ -166,15 +166,15 @@ func (n *Notifier) Flush(ctx context.Context) ([]FlushReport, error) {
 	var errs []error
 	for _, r := range reports {
 		if !r.Acked {
-			errs = append(errs, &FlushError{Target: r.Target, Attempts: r.Attempts, Err: r.Err})
+			errs = append(errs, &TargetError{Target: r.Target, Attempts: r.Attempts, Err: r.Err})
 		}
 	}
 	return reports, errors.Join(errs...)
 }
 
-func (n *Notifier) flushOne(ctx context.Context, t flushTarget, czxid int64) FlushReport {
+func (n *Notifier) flushOne(ctx context.Context, t flushTarget, czxid int64) Report {
 	begin := time.Now()
-	rep := FlushReport{Target: redact(t.url), Spring: t.spring}
+	rep := Report{Target: redact(t.url), Spring: t.spring}
 	var resp *http.Response
 	err := func() error {
 		aud, err := Audience(t.url)
@@ -189,9 +189,9 @@ func (n *Notifier) flushOne(ctx context.Context, t flushTarget, czxid int64) Flu
 			if czxid <= 0 {
 				return ErrNoRegistration
 			}
-			body, err = json.Marshal(FlushRequest{Instance: n.self, Czxid: czxid, Target: aud})
+			body, err = json.Marshal(n.self.request(czxid, aud))
 			if err != nil {
-				return fmt.Errorf("shutdown: encode flush request: %w", err)
+				return fmt.Errorf("flush: encode flush request: %w", err)
 			}
 			req, err = retryablehttp.NewRequestWithContext(ctx, http.MethodPost, t.url, body)
 		}
@@ -238,7 +238,7 @@ func (n *Notifier) flushOne(ctx context.Context, t flushTarget, czxid int64) Flu
 	rep.Duration = time.Since(begin)
 	rep.Acked = err == nil
 	rep.Err = err
-	n.countFlush(rep)
+	n.countCall(rep)
 	if l := n.opts.logger; l != nil {
 		if err != nil {
 			l.Warn("flush not acknowledged", "target", rep.Target, "instance", n.self.ID, "attempts", rep.Attempts, "err", err)
@@ -265,10 +265,10 @@ func (n *Notifier) springURL(raw string) string {
 func checkURL(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return fmt.Errorf("shutdown: invalid flush URL: %w", err)
+		return fmt.Errorf("flush: invalid flush URL: %w", err)
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("shutdown: invalid flush URL %q (need an absolute http or https URL)", u.Redacted())
+		return fmt.Errorf("flush: invalid flush URL %q (need an absolute http or https URL)", u.Redacted())
 	}
 	return nil
 }

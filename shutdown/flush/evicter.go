@@ -1,4 +1,4 @@
-package shutdown
+package flush
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // Instancer does not list, or another registration of it, evicts nothing
 // and gets NotListed or OtherRegistration.
 func DiscoveryEvicter(in *sd.Instancer, eps ...*endpoint.Endpointer) Evicter {
-	return EvicterFunc(func(ctx context.Context, req FlushRequest) (Result, error) {
+	return EvicterFunc(func(ctx context.Context, req Request) (Result, error) {
 		if err := ctx.Err(); err != nil {
 			return "", err
 		}

@@ -1,4 +1,4 @@
-package shutdown_test
+package flush_test
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gracekit/gracekit/shutdown"
+	"github.com/gracekit/gracekit/shutdown/flush"
 )
 
 func TestHandlerRefusesBadRequestsAndEvictsNothing(t *testing.T) {
@@ -49,7 +49,7 @@ func TestHandlerRefusesBadRequestsAndEvictsNothing(t *testing.T) {
 			name: "a request with a garbled signature is unauthorized",
 			give: func(url string) *http.Request {
 				req := signedRequest(t, url, secret, self, now)
-				req.Header.Set(shutdown.HeaderSignature, "zz")
+				req.Header.Set(flush.HeaderSignature, "zz")
 				return req
 			},
 			want: http.StatusUnauthorized,
@@ -57,14 +57,14 @@ func TestHandlerRefusesBadRequestsAndEvictsNothing(t *testing.T) {
 		{
 			name: "a stale request is unauthorized",
 			give: func(url string) *http.Request {
-				return signedRequest(t, url, secret, self, now.Add(-2*shutdown.DefaultTimestampWindow))
+				return signedRequest(t, url, secret, self, now.Add(-2*flush.DefaultTimestampWindow))
 			},
 			want: http.StatusUnauthorized,
 		},
 		{
 			name: "a request from the future is unauthorized",
 			give: func(url string) *http.Request {
-				return signedRequest(t, url, secret, self, now.Add(2*shutdown.DefaultTimestampWindow))
+				return signedRequest(t, url, secret, self, now.Add(2*flush.DefaultTimestampWindow))
 			},
 			want: http.StatusUnauthorized,
 		},
@@ -72,7 +72,7 @@ func TestHandlerRefusesBadRequestsAndEvictsNothing(t *testing.T) {
 			name: "an oversized request is refused",
 			give: func(url string) *http.Request {
 				big := self
-				big.ID = strings.Repeat("x", shutdown.DefaultMaxBodyBytes)
+				big.ID = strings.Repeat("x", flush.DefaultMaxBodyBytes)
 				return signedRequest(t, url, secret, big, now)
 			},
 			want: http.StatusRequestEntityTooLarge,
@@ -87,14 +87,14 @@ func TestHandlerRefusesBadRequestsAndEvictsNothing(t *testing.T) {
 		{
 			name: "a signed request without an id is a bad request",
 			give: func(url string) *http.Request {
-				return signedRequest(t, url, secret, shutdown.Instance{Service: "orders"}, now)
+				return signedRequest(t, url, secret, flush.Self{Service: "orders"}, now)
 			},
 			want: http.StatusBadRequest,
 		},
 		{
 			name: "a signed request without a czxid is a bad request",
 			give: func(url string) *http.Request {
-				return signedFlush(t, url, secret, shutdown.FlushRequest{Instance: self, Target: url}, now)
+				return signedFlush(t, url, secret, request(self, 0, url), now)
 			},
 			want: http.StatusBadRequest,
 		},
@@ -165,37 +165,36 @@ func TestHandlerAnswers500WhenEvictFails(t *testing.T) {
 }
 
 func TestNewHandlerRejectsInvalidInput(t *testing.T) {
-	lookup := shutdown.EvicterMap(nil)
+	lookup := flush.EvicterMap(nil)
 	auds := []string{"http://gw.example:8080/flush"}
 	tests := []struct {
 		name  string
 		give  func() error
 		wantE string
 	}{
-		{"a short secret", func() error { _, err := shutdown.NewHandler([]byte("short"), auds, lookup); return err }, "shutdown: secret is 5 bytes (minimum 16)"},
-		{"a nil lookup", func() error { _, err := shutdown.NewHandler(secret, auds, nil); return err }, "shutdown: nil evicter lookup"},
-		{"a notifier option", func() error { _, err := shutdown.NewHandler(secret, auds, lookup, shutdown.RetryMax(1)); return err }, "shutdown: option RetryMax does not apply to NewHandler"},
+		{"a short secret", func() error { _, err := flush.NewHandler([]byte("short"), auds, lookup); return err }, "flush: secret is 5 bytes (minimum 16)"},
+		{"a nil lookup", func() error { _, err := flush.NewHandler(secret, auds, nil); return err }, "flush: nil evicter lookup"},
 		{"a tiny body limit", func() error {
-			_, err := shutdown.NewHandler(secret, auds, lookup, shutdown.MaxBodyBytes(1))
+			_, err := flush.NewHandler(secret, auds, lookup, flush.MaxBodyBytes(1))
 			return err
-		}, "shutdown: invalid max body bytes 1 (minimum 64)"},
+		}, "flush: invalid max body bytes 1 (minimum 64)"},
 		{"a short window", func() error {
-			_, err := shutdown.NewHandler(secret, auds, lookup, shutdown.TimestampWindow(time.Millisecond))
+			_, err := flush.NewHandler(secret, auds, lookup, flush.TimestampWindow(time.Millisecond))
 			return err
-		}, "shutdown: invalid timestamp window 1ms (minimum 1s)"},
-		{"no audience", func() error { _, err := shutdown.NewHandler(secret, nil, lookup); return err },
-			"shutdown: 0 audiences (minimum 1: the flush URLs the handler answers at)"},
-		{"a relative audience", func() error { _, err := shutdown.NewHandler(secret, []string{"/flush"}, lookup); return err },
-			`shutdown: invalid flush URL "/flush" (need an absolute http or https URL)`},
+		}, "flush: invalid timestamp window 1ms (minimum 1s)"},
+		{"no audience", func() error { _, err := flush.NewHandler(secret, nil, lookup); return err },
+			"flush: 0 audiences (minimum 1: the flush URLs the handler answers at)"},
+		{"a relative audience", func() error { _, err := flush.NewHandler(secret, []string{"/flush"}, lookup); return err },
+			`flush: invalid flush URL "/flush" (need an absolute http or https URL)`},
 		{"a nil refusal counter", func() error {
-			_, err := shutdown.NewHandler(secret, auds, lookup, shutdown.RefusalCounter(nil))
+			_, err := flush.NewHandler(secret, auds, lookup, flush.RefusalCounter(nil))
 			return err
 		},
-			"shutdown: nil refusal counter"},
+			"flush: nil refusal counter"},
 		{"an empty nonce cache", func() error {
-			_, err := shutdown.NewHandler(secret, auds, lookup, shutdown.NonceCacheSize(0))
+			_, err := flush.NewHandler(secret, auds, lookup, flush.NonceCacheSize(0))
 			return err
-		}, "shutdown: invalid nonce cache size 0 (minimum 1)"},
+		}, "flush: invalid nonce cache size 0 (minimum 1)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+" is rejected", func(t *testing.T) {

@@ -1,4 +1,4 @@
-package shutdown_test
+package flush_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gracekit/gracekit/shutdown"
+	"github.com/gracekit/gracekit/shutdown/flush"
 )
 
 const fuzzAudience = "http://gw.test:8080/flush"
@@ -21,17 +21,17 @@ const fuzzAudience = "http://gw.test:8080/flush"
 // fuzzEvicter records every request it is asked to evict.
 type fuzzEvicter struct {
 	mu  sync.Mutex
-	got []shutdown.FlushRequest
+	got []flush.Request
 }
 
-func (e *fuzzEvicter) Evict(_ context.Context, req shutdown.FlushRequest) (shutdown.Result, error) {
+func (e *fuzzEvicter) Evict(_ context.Context, req flush.Request) (flush.Result, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.got = append(e.got, req)
-	return shutdown.Evicted, nil
+	return flush.Evicted, nil
 }
 
-func (e *fuzzEvicter) take() []shutdown.FlushRequest {
+func (e *fuzzEvicter) take() []flush.Request {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	got := e.got
@@ -39,9 +39,9 @@ func (e *fuzzEvicter) take() []shutdown.FlushRequest {
 	return got
 }
 
-func fuzzHandler(f *testing.F) (*shutdown.Handler, *fuzzEvicter) {
+func fuzzHandler(f *testing.F) (*flush.Handler, *fuzzEvicter) {
 	ev := &fuzzEvicter{}
-	h, err := shutdown.NewHandler(secret, []string{fuzzAudience}, shutdown.EvicterMap(map[string]shutdown.Evicter{"orders": ev}))
+	h, err := flush.NewHandler(secret, []string{fuzzAudience}, flush.EvicterMap(map[string]flush.Evicter{"orders": ev}))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func fuzzHandler(f *testing.F) (*shutdown.Handler, *fuzzEvicter) {
 }
 
 func validBody() []byte {
-	b, _ := json.Marshal(shutdown.FlushRequest{Instance: self, Czxid: selfCzxid, Target: fuzzAudience})
+	b, _ := json.Marshal(request(self, selfCzxid, fuzzAudience))
 	return b
 }
 
@@ -69,19 +69,19 @@ func FuzzHandler(f *testing.F) {
 	h, ev := fuzzHandler(f)
 	f.Fuzz(func(t *testing.T, body []byte, ts, nonce, sig, ctype string, sign bool) {
 		if sign {
-			sig = shutdown.Sign(secret, ts, nonce, body)
+			sig = flush.Sign(secret, ts, nonce, body)
 		}
 		req := httptest.NewRequest(http.MethodPost, fuzzAudience, strings.NewReader(string(body)))
 		req.Header.Set("Content-Type", ctype)
-		req.Header.Set(shutdown.HeaderTimestamp, ts)
-		req.Header.Set(shutdown.HeaderNonce, nonce)
-		req.Header.Set(shutdown.HeaderSignature, sig)
+		req.Header.Set(flush.HeaderTimestamp, ts)
+		req.Header.Set(flush.HeaderNonce, nonce)
+		req.Header.Set(flush.HeaderSignature, sig)
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		got := ev.take()
 		// What the handler saw, as the HTTP header would carry it.
-		hts, hnonce, hsig := req.Header.Get(shutdown.HeaderTimestamp), req.Header.Get(shutdown.HeaderNonce), req.Header.Get(shutdown.HeaderSignature)
-		valid := hsig != "" && strings.EqualFold(hsig, shutdown.Sign(secret, hts, hnonce, body))
+		hts, hnonce, hsig := req.Header.Get(flush.HeaderTimestamp), req.Header.Get(flush.HeaderNonce), req.Header.Get(flush.HeaderSignature)
+		valid := hsig != "" && strings.EqualFold(hsig, flush.Sign(secret, hts, hnonce, body))
 		if len(got) > 0 {
 			if !valid {
 				t.Fatalf("evicted %+v on an invalid signature (status %d)", got, rec.Code)
@@ -107,11 +107,11 @@ var fuzzNonce struct {
 	n int
 }
 
-// FuzzFlushRequest sends arbitrary bodies, validly signed: the parser never
+// FuzzRequest sends arbitrary bodies, validly signed: the parser never
 // panics, and the handler evicts exactly the request the body names when
-// it is a FlushRequest for this handler with a service, an id and a
+// it is a Request for this handler with a service, an id and a
 // registration, and nothing otherwise.
-func FuzzFlushRequest(f *testing.F) {
+func FuzzRequest(f *testing.F) {
 	f.Add(validBody())
 	f.Add([]byte(`{"service":"orders","id":"orders-1","czxid":-1,"target":"` + fuzzAudience + `"}`))
 	f.Add([]byte(`{"service":"orders","id":"orders-1","czxid":1e3,"target":"` + fuzzAudience + `"}`))
@@ -129,15 +129,15 @@ func FuzzFlushRequest(f *testing.F) {
 		ts := strconv.FormatInt(time.Now().Unix(), 10)
 		req := httptest.NewRequest(http.MethodPost, fuzzAudience, strings.NewReader(string(body)))
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set(shutdown.HeaderTimestamp, ts)
-		req.Header.Set(shutdown.HeaderNonce, nonce)
-		req.Header.Set(shutdown.HeaderSignature, shutdown.Sign(secret, ts, nonce, body))
+		req.Header.Set(flush.HeaderTimestamp, ts)
+		req.Header.Set(flush.HeaderNonce, nonce)
+		req.Header.Set(flush.HeaderSignature, flush.Sign(secret, ts, nonce, body))
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		got := ev.take()
 
-		var want shutdown.FlushRequest
-		ok := len(body) <= shutdown.DefaultMaxBodyBytes && json.Unmarshal(body, &want) == nil &&
+		var want flush.Request
+		ok := len(body) <= flush.DefaultMaxBodyBytes && json.Unmarshal(body, &want) == nil &&
 			want.Service != "" && want.ID != "" && want.Czxid > 0 && want.Target == fuzzAudience
 		switch {
 		case ok && want.Service == "orders":
@@ -145,8 +145,8 @@ func FuzzFlushRequest(f *testing.F) {
 				t.Fatalf("answered %d, evicted %+v; want 200 and %+v", rec.Code, got, want)
 			}
 		case ok:
-			if len(got) != 0 || rec.Code != http.StatusAccepted || rec.Header().Get(shutdown.HeaderResult) != string(shutdown.NotRouted) {
-				t.Fatalf("answered %d %q, evicted %+v; want 202 not-routed", rec.Code, rec.Header().Get(shutdown.HeaderResult), got)
+			if len(got) != 0 || rec.Code != http.StatusAccepted || rec.Header().Get(flush.HeaderResult) != string(flush.NotRouted) {
+				t.Fatalf("answered %d %q, evicted %+v; want 202 not-routed", rec.Code, rec.Header().Get(flush.HeaderResult), got)
 			}
 		default:
 			if len(got) != 0 || rec.Code/100 == 2 {
@@ -175,27 +175,27 @@ func FuzzSpringQuery(f *testing.F) {
 		if err != nil {
 			return
 		}
-		req, err := shutdown.ParseSpringQuery(q)
+		req, err := flush.ParseSpringQuery(q)
 		if err != nil {
-			if !strings.HasPrefix(err.Error(), "shutdown: ") {
+			if !strings.HasPrefix(err.Error(), "flush: ") {
 				t.Fatalf("error %q", err)
 			}
 			return
 		}
-		if req.Service == "" || req.ID == "" || len(req.Service) > shutdown.MaxSpringParamLen || len(req.ID) > shutdown.MaxSpringParamLen {
+		if req.Service == "" || req.ID == "" || len(req.Service) > flush.MaxSpringParamLen || len(req.ID) > flush.MaxSpringParamLen {
 			t.Fatalf("parsed %+v", req)
 		}
 		if req.Czxid != 0 || req.Target != "" || req.Port < 0 || req.Port > 65535 {
 			t.Fatalf("parsed %+v", req)
 		}
-		again := url.Values{shutdown.SpringParamService: {req.Service}, shutdown.SpringParamID: {req.ID}}
+		again := url.Values{flush.SpringParamService: {req.Service}, flush.SpringParamID: {req.ID}}
 		switch {
 		case req.Port != 0:
-			again.Set(shutdown.SpringParamHost, net.JoinHostPort(req.Address, strconv.Itoa(req.Port)))
+			again.Set(flush.SpringParamHost, net.JoinHostPort(req.Address, strconv.Itoa(req.Port)))
 		case req.Address != "":
-			again.Set(shutdown.SpringParamHost, req.Address)
+			again.Set(flush.SpringParamHost, req.Address)
 		}
-		back, err := shutdown.ParseSpringQuery(again)
+		back, err := flush.ParseSpringQuery(again)
 		if err != nil || back != req {
 			t.Fatalf("%+v encoded as %q parses as %+v, %v", req, again.Encode(), back, err)
 		}
@@ -207,14 +207,14 @@ func TestParseSpringQueryReadsWhatTheNotifierSends(t *testing.T) {
 	got := make(chan url.Values, 1)
 	spring := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got <- r.URL.Query() }))
 	defer spring.Close()
-	if _, err := newNotifier(t, shutdown.SpringTargets(spring.URL+"/flushCache")).Flush(context.Background()); err != nil {
+	if _, err := newNotifier(t, flush.SpringTargets(spring.URL+"/flushCache")).Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	req, err := shutdown.ParseSpringQuery(<-got)
+	req, err := flush.ParseSpringQuery(<-got)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (shutdown.FlushRequest{Instance: shutdown.Instance{Service: self.Service, ID: self.ID, Address: self.Address}}); req != want {
+	if want := (flush.Request{Service: self.Service, ID: self.ID, Address: self.Address}); req != want {
 		t.Errorf("parsed %+v, want %+v", req, want)
 	}
 }

@@ -1,0 +1,278 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	kitsd "github.com/go-kit/kit/sd"
+	kitzk "github.com/go-kit/kit/sd/zk"
+	"github.com/go-kit/log"
+	"github.com/go-zookeeper/zk"
+
+	"github.com/gracekit/gracekit/sd"
+	"github.com/gracekit/gracekit/zktest"
+)
+
+// The scale suite: what one Instancer costs while it watches a service of
+// scaleN instances, gracekit's and go-kit's sd/zk each measured alone on a
+// server no other client watches: goroutines and heap in this process, and
+// watches on the server.
+func init() { register("scale", runScale) }
+
+const scaleN = 5000
+
+// footprint is what one Instancer holds once its load settled. Each is a
+// delta against the moment its client had connected, so the client's own
+// fixed cost is left out (shown apart as clientGoroutines).
+type footprint struct {
+	goroutines       int
+	clientGoroutines int     // the client's, before the Instancer started
+	watches          int     // on the server, for the one session (mntr)
+	dataWatches      int     // of which data watches (wchs)
+	heapPerInstance  float64 // bytes
+}
+
+// scaleSide builds one side: connect returns the client, then start
+// builds the Instancer on it and returns when its load settled.
+type scaleSide struct {
+	name    string
+	connect func(c *zktest.Cluster) (start func(service string) (stop func(), err error), closeClient func(), err error)
+}
+
+func runScale() error {
+	dir, err := os.MkdirTemp("", "gracekit-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	cluster, err := zktest.Start(dir, zktest.JVMArgs("-Xmx1g"))
+	if err != nil {
+		return err
+	}
+	defer cluster.Close()
+	writer, _, err := zk.Connect(cluster.Addrs(), 30*time.Second, zk.WithLogInfo(false), zk.WithLogger(quiet{}))
+	if err != nil {
+		return err
+	}
+	defer writer.Close()
+	const service = "scale"
+	if err := populate(writer, service, scaleN); err != nil {
+		return err
+	}
+
+	var got []footprint
+	for _, side := range []scaleSide{{"gracekit", connectOurs}, {"gokit", connectGokit}} {
+		fp, err := measureFootprint(cluster, service, side)
+		if err != nil {
+			return fmt.Errorf("%s: %w", side.name, err)
+		}
+		got = append(got, fp)
+	}
+	ours, theirs := got[0], got[1]
+	name := func(what string) string { return fmt.Sprintf("sd_%s_n%d", what, scaleN) }
+	reportCount(name("goroutines"), ours.goroutines, theirs.goroutines, "")
+	reportCount(name("client_goroutines"), ours.clientGoroutines, theirs.clientGoroutines, "")
+	reportCount(name("zk_watches"), ours.watches, theirs.watches, "")
+	reportCount(name("zk_data_watches"), ours.dataWatches, theirs.dataWatches, "")
+	report(name("heap_per_instance"), ours.heapPerInstance, theirs.heapPerInstance, "B")
+	return nil
+}
+
+// reportCount is report for counts, printed as integers.
+func reportCount(name string, gracekit, gokit int, unit string) {
+	ratio := "inf"
+	if gracekit > 0 {
+		r := float64(gokit) / float64(gracekit)
+		ratio = fmt.Sprintf("%.2f", r)
+		if r > 0 && r < 0.01 {
+			ratio = fmt.Sprintf("%.4f", r) // 1 watch against thousands is not 0
+		}
+	}
+	fmt.Printf("BENCH name=%s gracekit=%d%s gokit=%d%s ratio=%s\n", name, gracekit, unit, gokit, unit, ratio)
+}
+
+func measureFootprint(c *zktest.Cluster, service string, side scaleSide) (footprint, error) {
+	var fp footprint
+	addr := c.Addrs()[0]
+	// The previous side's session may still be closing.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		w, _, err := serverWatches(addr)
+		if err != nil {
+			return fp, err
+		}
+		if w == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fp, fmt.Errorf("server holds %d watches before the run, want 0", w)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	g0, _ := settledRuntime()
+	start, closeClient, err := side.connect(c)
+	if err != nil {
+		return fp, err
+	}
+	defer closeClient()
+	g1, h1 := settledRuntime()
+	stop, err := start(service)
+	if err != nil {
+		return fp, err
+	}
+	defer stop()
+	// The watches are armed once the Instancer says so; wait until the
+	// server's count stands still as well.
+	prev := -1
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		w, dw, err := serverWatches(addr)
+		if err != nil {
+			return fp, err
+		}
+		if w == prev {
+			fp.watches, fp.dataWatches = w, dw
+			break
+		}
+		if time.Now().After(deadline) {
+			return fp, fmt.Errorf("watch count still moving after 60s (%d)", w)
+		}
+		prev = w
+		time.Sleep(250 * time.Millisecond)
+	}
+	g2, h2 := settledRuntime()
+	fp.clientGoroutines = g1 - g0
+	fp.goroutines = g2 - g1
+	fp.heapPerInstance = float64(int64(h2)-int64(h1)) / scaleN
+	return fp, nil
+}
+
+// settledRuntime lets goroutines that are ending end, collects garbage and
+// returns the number of goroutines and the live heap.
+func settledRuntime() (int, uint64) {
+	time.Sleep(200 * time.Millisecond)
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return runtime.NumGoroutine(), m.HeapAlloc
+}
+
+// drain empties ch without blocking, so no published set is held there.
+func drain(ch chan kitsd.Event) {
+	for {
+		select {
+		case <-ch:
+		default:
+			return
+		}
+	}
+}
+
+func connectOurs(c *zktest.Cluster) (func(string) (func(), error), func(), error) {
+	cl, err := sd.NewClient(c.ConnectString(), sd.SessionTimeout(30*time.Second))
+	if err != nil {
+		return nil, nil, err
+	}
+	start := func(service string) (func(), error) {
+		in, err := sd.NewInstancer(cl, service)
+		if err != nil {
+			return nil, err
+		}
+		ch := make(chan kitsd.Event, 16)
+		in.Register(ch)
+		w := &watcher{ch: ch}
+		if err := w.await(scaleN); err != nil {
+			in.Stop()
+			return nil, err
+		}
+		// Settled: every node read with its watch armed, no error.
+		for deadline := time.Now().Add(60 * time.Second); in.Err() != nil; {
+			if time.Now().After(deadline) {
+				in.Stop()
+				return nil, fmt.Errorf("instancer not settled after 60s: %v", in.Err())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		drain(ch)
+		return func() { in.Deregister(ch); in.Stop() }, nil
+	}
+	return start, cl.Close, nil
+}
+
+func connectGokit(c *zktest.Cluster) (func(string) (func(), error), func(), error) {
+	cl, err := kitzk.NewClient(c.Addrs(), log.NewNopLogger(), kitzk.SessionTimeout(30*time.Second))
+	if err != nil {
+		return nil, nil, err
+	}
+	start := func(service string) (func(), error) {
+		in, err := kitzk.NewInstancer(cl, "/services/"+service, log.NewNopLogger())
+		if err != nil {
+			return nil, err
+		}
+		ch := make(chan kitsd.Event, 16)
+		in.Register(ch)
+		w := &watcher{ch: ch}
+		if err := w.await(scaleN); err != nil {
+			in.Stop()
+			return nil, err
+		}
+		drain(ch)
+		return func() { in.Deregister(ch); in.Stop() }, nil
+	}
+	return start, cl.Stop, nil
+}
+
+// serverWatches returns the watches the server holds: mntr's
+// zk_watch_count, data and child watches together. wchs and wchc list data
+// (and exists) watches only, not child watches, in ZooKeeper 3.8; their
+// figure is dataWatches. zktest enables every four-letter word.
+func serverWatches(addr string) (total, dataWatches int, err error) {
+	mntr, err := fourLetter(addr, "mntr")
+	if err != nil {
+		return 0, 0, err
+	}
+	wchs, err := fourLetter(addr, "wchs")
+	if err != nil {
+		return 0, 0, err
+	}
+	if total, err = field(mntr, "zk_watch_count\t"); err != nil {
+		return 0, 0, err
+	}
+	if dataWatches, err = field(wchs, "Total watches:"); err != nil {
+		return 0, 0, err
+	}
+	return total, dataWatches, nil
+}
+
+// field reads the integer after prefix at the start of a line of out.
+func field(out, prefix string) (int, error) {
+	for line := range strings.Lines(out) {
+		if v, ok := strings.CutPrefix(line, prefix); ok {
+			return strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	return 0, fmt.Errorf("no %q in %q", prefix, out)
+}
+
+// fourLetter sends a four-letter word and returns the whole answer.
+func fourLetter(addr, cmd string) (string, error) {
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := conn.Write([]byte(cmd)); err != nil {
+		return "", err
+	}
+	b, err := io.ReadAll(conn)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", cmd, err)
+	}
+	return string(b), nil
+}

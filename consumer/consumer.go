@@ -1,0 +1,301 @@
+// Package consumer assembles the calling side of gracekit in plain Go: per
+// service, an sd.Instancer feeds an endpoint.Endpointer, whose balancer is
+// wrapped by endpoint.NewRetry. A consumer that is also a gateway asks for
+// a flush receiver (FlushHandler): providers that stop tell it to evict
+// them at once. fxmodule's Consumer and Gateway modules are thin glue over
+// this package; tests, benchmarks and examples use it directly.
+//
+//	sess, _ := sd.NewSession("zk1:2181,zk2:2181")
+//	c, _ := consumer.New(sess)
+//	if err := c.Start(ctx); err != nil { ... }
+//	defer c.Stop(context.Background())
+//	quote, _ := c.Endpoint(ctx, "quote", httpFactory.Factory)
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	kitendpoint "github.com/go-kit/kit/endpoint"
+	kitsd "github.com/go-kit/kit/sd"
+	kitlb "github.com/go-kit/kit/sd/lb"
+
+	"github.com/gracekit/gracekit/endpoint"
+	"github.com/gracekit/gracekit/sd"
+)
+
+// Option configures a Consumer.
+type Option interface{ applyConsumer(*options) error }
+
+type options struct {
+	logger    *slog.Logger
+	instancer []sd.InstancerOption
+	metrics   func(service string) []sd.InstancerOption
+}
+
+type optionFunc func(*options) error
+
+func (f optionFunc) applyConsumer(o *options) error { return f(o) }
+
+// WithLogger sets the logger of the consumer and of what it builds
+// (default: silent).
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(o *options) error {
+		if l == nil {
+			return fmt.Errorf("consumer: nil logger")
+		}
+		o.logger = l
+		return nil
+	})
+}
+
+// WithInstancerOptions are given to every sd.Instancer (base path, codec...).
+func WithInstancerOptions(opts ...sd.InstancerOption) Option {
+	return optionFunc(func(o *options) error { o.instancer = append(o.instancer, opts...); return nil })
+}
+
+// WithInstancerMetrics gives each service's Instancer the options f
+// returns for it (sd.WithMetrics with the service as a label, typically).
+func WithInstancerMetrics(f func(service string) []sd.InstancerOption) Option {
+	return optionFunc(func(o *options) error { o.metrics = f; return nil })
+}
+
+// Consumer holds the Instancers and Endpointers of the services a process
+// calls, over one sd.Session. It is safe for concurrent use.
+type Consumer struct {
+	sess *sd.Session
+	opts options
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	client   *sd.Client
+	services map[string]*service // nil once stopped
+}
+
+// service is one called service: its Instancer, or the one being made,
+// and the Endpointers over it.
+type service struct {
+	in          *sd.Instancer
+	err         error
+	ready       chan struct{} // closed once in or err is set
+	endpointers []*endpoint.Endpointer
+}
+
+// New returns a Consumer over sess. It does no I/O: Start does.
+func New(sess *sd.Session, opts ...Option) (*Consumer, error) {
+	if sess == nil {
+		return nil, fmt.Errorf("consumer: nil session (want one from sd.NewSession)")
+	}
+	o := options{logger: slog.New(slog.DiscardHandler)}
+	for _, opt := range opts {
+		if err := opt.applyConsumer(&o); err != nil {
+			return nil, err
+		}
+	}
+	return &Consumer{sess: sess, opts: o, log: o.logger.With("component", "consumer"), services: map[string]*service{}}, nil
+}
+
+// Start connects the session (or joins it, when another role started it).
+func (c *Consumer) Start(ctx context.Context) error {
+	cl, err := c.sess.Start(ctx)
+	if err != nil {
+		return fmt.Errorf("consumer: %w", err)
+	}
+	c.mu.Lock()
+	c.client = cl
+	c.mu.Unlock()
+	return nil
+}
+
+// Instancer returns the Instancer of name, starting it on first use. The
+// first call waits until the service was read from ZooKeeper without error
+// (sd.NewInstancerContext): when ctx ends first it returns that read's
+// error, or ctx's, and keeps nothing, so that a later call tries again. A
+// missing service node is a service without instances, not an error.
+// Calls that arrive meanwhile get the first call's result.
+func (c *Consumer) Instancer(ctx context.Context, name string) (*sd.Instancer, error) {
+	c.mu.Lock()
+	switch {
+	case c.services == nil:
+		c.mu.Unlock()
+		return nil, sd.ErrClosed
+	case c.client == nil:
+		c.mu.Unlock()
+		return nil, fmt.Errorf("consumer: Instancer(%q) before Start: %w", name, sd.ErrNotStarted)
+	}
+	if s, ok := c.services[name]; ok {
+		c.mu.Unlock()
+		select {
+		case <-s.ready:
+			return s.in, s.err
+		case <-ctx.Done():
+			return nil, fmt.Errorf("consumer: wait for the first load of service %q: %w", name, ctx.Err())
+		}
+	}
+	s := &service{ready: make(chan struct{})}
+	c.services[name] = s
+	client := c.client
+	c.mu.Unlock()
+
+	opts := append([]sd.InstancerOption{sd.WithLogger(c.opts.logger)}, c.opts.instancer...)
+	if c.opts.metrics != nil {
+		opts = append(opts, c.opts.metrics(name)...)
+	}
+	in, err := sd.NewInstancerContext(ctx, client, name, opts...)
+	c.mu.Lock()
+	stopped := c.services == nil
+	switch {
+	case stopped && err == nil:
+		err = sd.ErrClosed
+	case !stopped && err != nil:
+		delete(c.services, name) // a later call tries again
+	}
+	if err == nil {
+		s.in = in
+	}
+	s.err = err
+	close(s.ready)
+	c.mu.Unlock()
+	if stopped && in != nil {
+		in.Stop() // Stop ran meanwhile and could not see it
+	}
+	return s.in, s.err
+}
+
+// BalancerFunc builds the balancer of an endpoint.
+type BalancerFunc func(e *endpoint.Endpointer) (kitlb.Balancer, error)
+
+// RoundRobin is the default BalancerFunc: endpoint.NewRoundRobin.
+func RoundRobin(e *endpoint.Endpointer) (kitlb.Balancer, error) { return endpoint.NewRoundRobin(e) }
+
+// P2C is a BalancerFunc for endpoint.NewP2C, the least loaded of two picks.
+func P2C(e *endpoint.Endpointer) (kitlb.Balancer, error) { return endpoint.NewP2C(e) }
+
+// Random is a BalancerFunc for endpoint.NewRandom.
+func Random(e *endpoint.Endpointer) (kitlb.Balancer, error) { return endpoint.NewRandom(e) }
+
+// EndpointOption configures an endpoint that Endpoint builds.
+type EndpointOption interface{ applyEndpoint(*endpointOptions) error }
+
+type endpointOptions struct {
+	balancer   BalancerFunc
+	retry      []endpoint.RetryOption
+	endpointer []endpoint.Option
+}
+
+type endpointOptionFunc func(*endpointOptions) error
+
+func (f endpointOptionFunc) applyEndpoint(o *endpointOptions) error { return f(o) }
+
+// WithBalancer sets the balancer; the default is RoundRobin.
+func WithBalancer(f BalancerFunc) EndpointOption {
+	return endpointOptionFunc(func(o *endpointOptions) error {
+		if f == nil {
+			return fmt.Errorf("consumer: nil BalancerFunc")
+		}
+		o.balancer = f
+		return nil
+	})
+}
+
+// WithRetry passes options to endpoint.NewRetry (attempts, backoff, budget,
+// counters). Without it, endpoint's defaults apply.
+func WithRetry(opts ...endpoint.RetryOption) EndpointOption {
+	return endpointOptionFunc(func(o *endpointOptions) error { o.retry = append(o.retry, opts...); return nil })
+}
+
+// WithEndpointer passes options to endpoint.NewEndpointer (outlier
+// ejection, classifier, counters). The consumer's logger goes first.
+func WithEndpointer(opts ...endpoint.Option) EndpointOption {
+	return endpointOptionFunc(func(o *endpointOptions) error { o.endpointer = append(o.endpointer, opts...); return nil })
+}
+
+// Endpoint returns a load-balanced, retrying endpoint to service name: its
+// Instancer feeds an endpoint.Endpointer built with f, whose balancer
+// (RoundRobin by default) endpoint.NewRetry wraps. Mark a non-idempotent
+// call's ctx with endpoint.NonIdempotent. Each call builds an Endpointer:
+// call it once per route, at start, not per request. ctx bounds the wait
+// for the service's first load.
+func (c *Consumer) Endpoint(ctx context.Context, name string, f kitsd.Factory, opts ...EndpointOption) (kitendpoint.Endpoint, error) {
+	if f == nil {
+		return nil, fmt.Errorf("consumer: nil factory for service %q", name)
+	}
+	o := endpointOptions{balancer: RoundRobin}
+	for _, opt := range opts {
+		if err := opt.applyEndpoint(&o); err != nil {
+			return nil, err
+		}
+	}
+	in, err := c.Instancer(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	// Held from the subscription until the Endpointer is listed, so that a
+	// flush (Evicter holds it too) reaches this Endpointer before its answer.
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, err := endpoint.NewEndpointer(in, f, append([]endpoint.Option{endpoint.WithLogger(c.opts.logger.With("service", name))}, o.endpointer...)...)
+	if err != nil {
+		return nil, fmt.Errorf("consumer: endpointer for %q: %w", name, err)
+	}
+	b, err := o.balancer(e)
+	var call kitendpoint.Endpoint
+	if err == nil {
+		call, err = endpoint.NewRetry(b, o.retry...)
+	}
+	if err != nil {
+		_ = e.Close()
+		return nil, fmt.Errorf("consumer: endpoint for %q: %w", name, err)
+	}
+	s := c.services[name]
+	if s == nil { // stopped meanwhile
+		_ = e.Close()
+		return nil, endpoint.ErrClosed
+	}
+	s.endpointers = append(s.endpointers, e)
+	return call, nil
+}
+
+// Endpointers returns the Endpointers built for service name so far.
+func (c *Consumer) Endpointers(name string) []*endpoint.Endpointer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s, ok := c.services[name]; ok {
+		return append([]*endpoint.Endpointer(nil), s.endpointers...)
+	}
+	return nil
+}
+
+// Stop closes the Endpointers, then stops the Instancers, then leaves the
+// session (the last role to leave closes it), within ctx. It is idempotent.
+func (c *Consumer) Stop(ctx context.Context) error {
+	c.mu.Lock()
+	services := c.services
+	c.services = nil
+	started := c.client != nil
+	c.client = nil
+	c.mu.Unlock()
+	if services == nil {
+		return nil
+	}
+	for _, s := range services {
+		for _, e := range s.endpointers {
+			_ = e.Close()
+		}
+	}
+	for _, s := range services {
+		select {
+		case <-s.ready:
+			if s.in != nil {
+				s.in.Stop()
+			}
+		default: // still being made: its maker stops it
+		}
+	}
+	if !started {
+		return nil
+	}
+	return c.sess.Stop(ctx)
+}
