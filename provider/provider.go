@@ -1,0 +1,360 @@
+// Package provider assembles the serving side of gracekit in plain Go: an
+// instance that listens, serves, registers in ZooKeeper once ready, and
+// stops in the order that fails no request (shutdown.Sequence: unready,
+// out of service, deregister, flush the gateways, quiesce, drain, close
+// the session). It serves net/http or gRPC (shutdown/grpcstop).
+// fxmodule's Discovery module is thin glue over this package; tests,
+// benchmarks and examples use it directly.
+//
+//	sess, _ := sd.NewSession("zk1:2181")
+//	p, _ := provider.New(sess, provider.Config{
+//		Instance: sd.Instance{Name: "quote", Address: "10.0.0.7", Port: 8080},
+//		Server:   &http.Server{Addr: ":8080", Handler: mux},
+//	})
+//	if err := p.Start(ctx); err != nil { ... }
+//	<-signals
+//	err := p.Stop(stopCtx)
+package provider
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/gracekit/gracekit/consumer"
+	"github.com/gracekit/gracekit/lifecycle"
+	"github.com/gracekit/gracekit/sd"
+	"github.com/gracekit/gracekit/shutdown"
+	"github.com/gracekit/gracekit/shutdown/flush"
+)
+
+// Config describes a provider instance. Zero durations take shutdown's
+// defaults.
+type Config struct {
+	// Instance is what is registered: Name, Address and Port (or SSLPort)
+	// are required; an empty ID gets a random UUID, as Spring does.
+	Instance sd.Instance
+	// Server serves the instance: an *http.Server, whose Handler New wraps
+	// once (see HTTPHandler) and whose Addr it listens on unless Listener
+	// or Addr is set; or grpcstop.Server(s), with grpcstop's interceptors
+	// over Tracker. Required.
+	Server shutdown.Server
+	// Listener, if set, is served instead of listening on Addr.
+	Listener net.Listener
+	// Addr is the TCP address to listen on; empty takes the *http.Server's.
+	Addr string
+	// ReadyCheck, if set, must pass before registration.
+	ReadyCheck func(ctx context.Context) error
+
+	// Flush: the gateways told to evict this instance at stop.
+	Flush Flush
+
+	// Stop bounds (see shutdown.Config).
+	StartTimeout, OutOfServiceTimeout, DeregisterTimeout, FlushTimeout time.Duration
+	QuietWindow, MaxQuiesce, DrainTimeout, CloseTimeout                time.Duration
+	// StopBudget is what the stop bounds must fit in (default
+	// lifecycle.DefaultStopBudget, fx's default stop timeout).
+	StopBudget time.Duration
+}
+
+// Flush says which gateways a stopping provider tells to evict it.
+type Flush struct {
+	// Secret signs flush requests (at least flush.MinSecretLen bytes);
+	// required with Targets or Gateways.
+	Secret []byte
+	// Targets are gateways' flush URLs, called with a signed POST.
+	Targets []string
+	// SpringTargets are Spring-style flush URLs, called unsigned with
+	// GET ?applicationName=&host=&id=.
+	SpringTargets []string
+	// Gateways are gateway services whose instances, discovered in
+	// ZooKeeper, are flushed at the URL they registered (consumer.FlushURL).
+	// They need WithConsumer.
+	Gateways []string
+}
+
+func (f Flush) any() bool { return len(f.Targets)+len(f.SpringTargets)+len(f.Gateways) > 0 }
+
+// Option configures a Provider.
+type Option interface{ applyProvider(*options) error }
+
+type options struct {
+	logger    *slog.Logger
+	registrar []sd.RegistrarOption
+	notifier  []flush.NotifierOption
+	lifecycle []lifecycle.Option
+	consumer  *consumer.Consumer
+	routes    []route
+}
+
+type route struct {
+	pattern string
+	handler http.Handler
+}
+
+type optionFunc func(*options) error
+
+func (f optionFunc) applyProvider(o *options) error { return f(o) }
+
+// WithLogger sets the logger of the provider and its parts (default:
+// silent); the stop steps are logged through lifecycle.SlogListener.
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(o *options) error {
+		if l == nil {
+			return fmt.Errorf("provider: nil logger")
+		}
+		o.logger = l
+		return nil
+	})
+}
+
+// WithRegistrarOptions are given to sd.NewRegistrar (base path, codec...).
+func WithRegistrarOptions(opts ...sd.RegistrarOption) Option {
+	return optionFunc(func(o *options) error { o.registrar = append(o.registrar, opts...); return nil })
+}
+
+// WithNotifierOptions are given to flush.NewNotifier (retries, client...).
+func WithNotifierOptions(opts ...flush.NotifierOption) Option {
+	return optionFunc(func(o *options) error { o.notifier = append(o.notifier, opts...); return nil })
+}
+
+// WithLifecycleOptions are given to the Sequence (lifecycle.WithListener...).
+func WithLifecycleOptions(opts ...lifecycle.Option) Option {
+	return optionFunc(func(o *options) error { o.lifecycle = append(o.lifecycle, opts...); return nil })
+}
+
+// WithConsumer is the consumer that watches Flush.Gateways; it must share
+// the provider's session and be started before the provider.
+func WithConsumer(c *consumer.Consumer) Option {
+	return optionFunc(func(o *options) error {
+		if c == nil {
+			return fmt.Errorf("provider: nil consumer")
+		}
+		o.consumer = c
+		return nil
+	})
+}
+
+// WithRoute serves h at pattern next to the probes, outside the Tracker
+// (a gateway's flush handler, say), when Server is an *http.Server.
+func WithRoute(pattern string, h http.Handler) Option {
+	return optionFunc(func(o *options) error {
+		if pattern == "" || h == nil {
+			return fmt.Errorf("provider: route %q needs a pattern and a handler", pattern)
+		}
+		o.routes = append(o.routes, route{pattern, h})
+		return nil
+	})
+}
+
+// Provider is one serving instance's whole life. Its methods are safe for
+// concurrent use.
+type Provider struct {
+	sess    *sd.Session
+	cfg     Config
+	opts    options
+	log     *slog.Logger
+	tracker *shutdown.Tracker
+	ready   *shutdown.Readiness
+	seq     *shutdown.Sequence
+	gw      atomic.Pointer[flush.TargetSource]
+
+	mu  sync.Mutex
+	reg *sd.Registrar // made at Start, over the session's client
+}
+
+// New checks cfg and builds the provider's parts. It does no I/O: Start
+// connects, listens and registers. When Server is an *http.Server, its
+// Handler is wrapped here, once (HTTPHandler).
+func New(sess *sd.Session, cfg Config, opts ...Option) (*Provider, error) {
+	if sess == nil {
+		return nil, fmt.Errorf("provider: nil session (want one from sd.NewSession)")
+	}
+	if cfg.Server == nil {
+		return nil, fmt.Errorf("provider: Config.Server is nil (want an *http.Server or grpcstop.Server)")
+	}
+	o := options{logger: slog.New(slog.DiscardHandler)}
+	for _, opt := range opts {
+		if err := opt.applyProvider(&o); err != nil {
+			return nil, err
+		}
+	}
+	if len(cfg.Flush.Gateways) > 0 && o.consumer == nil {
+		return nil, fmt.Errorf("provider: Flush.Gateways %v need WithConsumer, which watches them", cfg.Flush.Gateways)
+	}
+	inst := cfg.Instance
+	if inst.ID == "" {
+		inst.ID = uuid.NewString()
+	}
+	if !sd.ValidNodeName(inst.Name) || inst.Address == "" || (inst.Port == 0 && inst.SSLPort == 0) {
+		return nil, fmt.Errorf("provider: Config.Instance %+v needs a Name (no '/'), an Address and a Port or SSLPort", inst)
+	}
+	cfg.Instance = inst
+	p := &Provider{sess: sess, cfg: cfg, opts: o, log: o.logger.With("component", "provider", "service", inst.Name, "instance", inst.ID),
+		tracker: &shutdown.Tracker{}, ready: &shutdown.Readiness{}}
+	n, err := p.notifier()
+	if err != nil {
+		return nil, err
+	}
+	if hs, ok := cfg.Server.(*http.Server); ok && hs != nil {
+		hs.Handler = p.HTTPHandler(hs.Handler)
+	}
+	budget := cfg.StopBudget
+	if budget == 0 {
+		budget = lifecycle.DefaultStopBudget
+	}
+	seq, err := shutdown.NewSequence(shutdown.Config{
+		Registration: registration{p}, Tracker: p.tracker, Readiness: p.ready, Notifier: n,
+		Server: cfg.Server, Listener: cfg.Listener, Addr: cfg.Addr, ReadyCheck: cfg.ReadyCheck,
+		CloseSession: sess.Stop,
+		StartTimeout: cfg.StartTimeout, OutOfServiceTimeout: cfg.OutOfServiceTimeout, DeregisterTimeout: cfg.DeregisterTimeout,
+		FlushTimeout: cfg.FlushTimeout, QuietWindow: cfg.QuietWindow, MaxQuiesce: cfg.MaxQuiesce,
+		DrainTimeout: cfg.DrainTimeout, CloseTimeout: cfg.CloseTimeout,
+	}, append([]lifecycle.Option{lifecycle.StopBudget(budget), lifecycle.WithListener(lifecycle.SlogListener(o.logger))}, o.lifecycle...)...)
+	if err != nil {
+		return nil, fmt.Errorf("provider: %w", err)
+	}
+	p.seq = seq
+	return p, nil
+}
+
+// notifier builds the flush Notifier; nil without flush targets.
+func (p *Provider) notifier() (*flush.Notifier, error) {
+	f := p.cfg.Flush
+	if !f.any() {
+		return nil, nil
+	}
+	opts := []flush.NotifierOption{flush.WithLogger(p.opts.logger), flush.Registration(p.czxid)}
+	if len(f.Targets) > 0 {
+		opts = append(opts, flush.StaticTargets(f.Targets...))
+	}
+	if len(f.SpringTargets) > 0 {
+		opts = append(opts, flush.SpringTargets(f.SpringTargets...))
+	}
+	if len(f.Gateways) > 0 {
+		opts = append(opts, flush.Targets(flush.TargetSourceFunc(func() []string {
+			if src := p.gw.Load(); src != nil {
+				return (*src).FlushTargets()
+			}
+			return nil
+		})))
+	}
+	secret := f.Secret
+	if len(f.Targets)+len(f.Gateways) == 0 && len(secret) == 0 {
+		secret = make([]byte, flush.MinSecretLen) // Spring targets only: unsigned; the key is never used
+	}
+	i := p.cfg.Instance
+	n, err := flush.NewNotifier(flush.Self{Service: i.Name, ID: i.ID, Address: i.Address, Port: i.Port}, secret, append(opts, p.opts.notifier...)...)
+	if err != nil {
+		return nil, fmt.Errorf("provider: flush: %w", err)
+	}
+	return n, nil
+}
+
+// HTTPHandler wraps user (nil is http.DefaultServeMux): /readyz and /livez
+// answer from the Readiness, WithRoute's routes are served as they are,
+// and every other request goes through the Tracker (counted, and marked
+// with the closing signal once the stop began). New applies it to an
+// *http.Server's Handler.
+func (p *Provider) HTTPHandler(user http.Handler) http.Handler {
+	if user == nil {
+		user = http.DefaultServeMux
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/readyz", p.ready.ReadyHandler())
+	mux.Handle("/livez", p.ready.LiveHandler())
+	for _, r := range p.opts.routes {
+		mux.Handle(r.pattern, r.handler)
+	}
+	mux.Handle("/", p.tracker.Middleware(user))
+	return mux
+}
+
+// Start connects the session (or joins it), then listens, serves, runs the
+// ready check, registers and turns ready. On failure it undoes what it did
+// and returns the error; a *sd.ConflictError says another live session
+// holds this instance's id.
+func (p *Provider) Start(ctx context.Context) error {
+	client, err := p.sess.Start(ctx)
+	if err != nil {
+		return fmt.Errorf("provider: %w", err)
+	}
+	reg, err := sd.NewRegistrar(client, p.cfg.Instance, append([]sd.RegistrarOption{sd.WithLogger(p.opts.logger)}, p.opts.registrar...)...)
+	if err == nil && len(p.cfg.Flush.Gateways) > 0 {
+		var src flush.TargetSource
+		if src, err = p.opts.consumer.GatewayTargets(ctx, p.cfg.Instance, p.cfg.Flush.Gateways...); err == nil {
+			p.gw.Store(&src)
+		}
+	}
+	if err != nil {
+		_ = p.sess.Stop(context.WithoutCancel(ctx))
+		return fmt.Errorf("provider: %w", err)
+	}
+	p.mu.Lock()
+	p.reg = reg
+	p.mu.Unlock()
+	return p.seq.Start(ctx) // a failed start closes what started, the session's share included
+}
+
+// Stop runs the whole stop sequence within ctx (see shutdown.Sequence.Stop
+// for what holds when ctx is short) and returns its errors joined; Report
+// tells how it went. It is idempotent.
+func (p *Provider) Stop(ctx context.Context) error { return p.seq.Stop(ctx) }
+
+// Tracker counts the requests in flight; gRPC servers wire grpcstop's
+// interceptors over it.
+func (p *Provider) Tracker() *shutdown.Tracker { return p.tracker }
+
+// Readiness is the state behind /readyz (and grpcstop.Health).
+func (p *Provider) Readiness() *shutdown.Readiness { return p.ready }
+
+// Report tells how the last stop went; call it after Stop.
+func (p *Provider) Report() shutdown.Report { return p.seq.Report() }
+
+// Addr is the address served, once Start listened; nil before.
+func (p *Provider) Addr() net.Addr { return p.seq.Addr() }
+
+// Instance is what the provider registers (its ID filled in).
+func (p *Provider) Instance() sd.Instance { return p.cfg.Instance }
+
+// Registrar is the instance's registration, nil before Start.
+func (p *Provider) Registrar() *sd.Registrar {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.reg
+}
+
+func (p *Provider) czxid() int64 {
+	if r := p.Registrar(); r != nil {
+		return r.Czxid()
+	}
+	return 0
+}
+
+// registration is the Registrar, made at Start, as the Sequence drives it.
+type registration struct{ p *Provider }
+
+func (r registration) RegisterContext(ctx context.Context) error {
+	return r.p.Registrar().RegisterContext(ctx)
+}
+
+func (r registration) SetStatus(ctx context.Context, s sd.Status) error {
+	if reg := r.p.Registrar(); reg != nil {
+		return reg.SetStatus(ctx, s)
+	}
+	return sd.ErrNotRegistered
+}
+
+func (r registration) DeregisterContext(ctx context.Context) error {
+	if reg := r.p.Registrar(); reg != nil {
+		return reg.DeregisterContext(ctx)
+	}
+	return nil
+}

@@ -1,0 +1,259 @@
+package provider_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/gracekit/gracekit/consumer"
+	"github.com/gracekit/gracekit/endpoint"
+	"github.com/gracekit/gracekit/internal/testutil"
+	"github.com/gracekit/gracekit/provider"
+	"github.com/gracekit/gracekit/sd"
+	"github.com/gracekit/gracekit/zktest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var secret = []byte("provider-test-secret-0123456789")
+
+// startProvider serves GET /work, answering its instance id after latency.
+func startProvider(t *testing.T, zkc *zktest.Cluster, id string, flushURLs []string) *provider.Provider {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := sd.NewSession(zkc.ConnectString(), sd.SessionTimeout(4*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/work", func(w http.ResponseWriter, _ *http.Request) {
+		time.Sleep(5 * time.Millisecond)
+		_, _ = io.WriteString(w, id)
+	})
+	p, err := provider.New(sess, provider.Config{
+		Instance:    sd.Instance{Name: "quote", ID: id, Address: "127.0.0.1", Port: ln.Addr().(*net.TCPAddr).Port},
+		Server:      &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},
+		Listener:    ln,
+		Flush:       provider.Flush{Secret: secret, Targets: flushURLs},
+		QuietWindow: 100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Stop(context.Background()) })
+	return p
+}
+
+type gateway struct {
+	call func(ctx context.Context) (string, error)
+	url  string
+}
+
+// startGateway routes "quote" and accepts flushes at <server>/flush.
+func startGateway(t *testing.T, zkc *zktest.Cluster) *gateway {
+	t.Helper()
+	sess, err := sd.NewSession(zkc.ConnectString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := consumer.New(sess)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	f, err := endpoint.NewHTTPFactory(http.MethodGet, "/work",
+		func(context.Context, *http.Request, any) error { return nil },
+		func(_ context.Context, r *http.Response) (any, error) {
+			b, err := io.ReadAll(r.Body)
+			if r.StatusCode != http.StatusOK {
+				return nil, fmt.Errorf("status %d", r.StatusCode)
+			}
+			return string(b), err
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	ep, err := c.Endpoint(context.Background(), "quote", f.Factory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	g := &gateway{url: srv.URL + "/flush"}
+	h, err := c.FlushHandler(secret, []string{g.url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux.Handle("/flush", h)
+	g.call = func(ctx context.Context) (string, error) {
+		resp, err := ep(ctx, nil)
+		if err != nil {
+			return "", err
+		}
+		return resp.(string), nil
+	}
+	return g
+}
+
+// A provider stopped under steady load through a gracekit gateway fails
+// no request; its flush is acknowledged and it quiesced.
+func TestAProviderStoppedUnderLoadFailsNoRequest(t *testing.T) {
+	zkc := zktest.New(t)
+	gw := startGateway(t, zkc)
+	p1 := startProvider(t, zkc, "p1", []string{gw.url})
+	startProvider(t, zkc, "p2", []string{gw.url})
+
+	var (
+		stop     = make(chan struct{})
+		wg       sync.WaitGroup
+		failed   atomic.Int64
+		mu       sync.Mutex
+		served   = map[string]int{}
+		firstErr error
+	)
+	for range 6 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				id, err := gw.call(ctx)
+				cancel()
+				mu.Lock()
+				if err != nil {
+					failed.Add(1)
+					firstErr = cmp(firstErr, err)
+				} else {
+					served[id]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	testutil.WaitFor(t, "both providers serving", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return served["p1"] > 10 && served["p2"] > 10
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	err := p1.Stop(ctx)
+	cancel()
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		t.Errorf("Stop: %v", err)
+	}
+	r := p1.Report()
+	if len(r.Flush) != 1 || !r.Flush[0].Acked {
+		t.Errorf("flush report %+v, want one acknowledged target", r.Flush)
+	}
+	if n := failed.Load(); n != 0 {
+		t.Fatalf("%d requests failed; first: %v", n, firstErr)
+	}
+}
+
+func cmp(first, err error) error {
+	if first != nil {
+		return first
+	}
+	return err
+}
+
+// New does no I/O: an unreachable ensemble shows at Start, with a clear
+// error, and nothing is left running.
+func TestNewDoesNoIOAndStartSaysWhatFailed(t *testing.T) {
+	port := testutil.FreePort(t) // nothing listens there
+	sess, err := sd.NewSession("127.0.0.1:"+strconv.Itoa(port), sd.ConnectTimeout(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := provider.New(sess, provider.Config{
+		Instance: sd.Instance{Name: "quote", Address: "127.0.0.1", Port: 1},
+		Server:   &http.Server{ReadHeaderTimeout: time.Second},
+	})
+	if err != nil {
+		t.Fatalf("New did I/O or refused a good config: %v", err)
+	}
+	err = p.Start(context.Background())
+	if err == nil {
+		t.Fatal("Start succeeded without ZooKeeper")
+	}
+	t.Logf("Start: %v", err)
+	if err := p.Stop(context.Background()); err != nil && !errors.Is(err, context.Canceled) {
+		t.Logf("Stop after a failed Start: %v", err)
+	}
+}
+
+// A process that both serves and calls shares one session: the consumer
+// keeps working after the provider stopped, and the last one closes it.
+func TestProviderAndConsumerShareOneSession(t *testing.T) {
+	zkc := zktest.New(t)
+	sess, err := sd.NewSession(zkc.ConnectString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := consumer.New(sess)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	p, err := provider.New(sess, provider.Config{
+		Instance: sd.Instance{Name: "both", ID: "b1", Address: "127.0.0.1", Port: testutil.FreePort(t)},
+		Server:   &http.Server{Addr: "127.0.0.1:0", ReadHeaderTimeout: time.Second},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	in, err := c.Instancer(context.Background(), "both")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the provider listed", func() bool { return len(in.Instances()) == 1 })
+	if err := p.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the provider gone", func() bool { return len(in.Instances()) == 0 })
+	client, err := sess.Client()
+	if err != nil || !client.Connected() {
+		t.Fatalf("the session closed with the provider while the consumer uses it: %v", err)
+	}
+	if err := c.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sess.Client(); !errors.Is(err, sd.ErrClosed) {
+		t.Fatalf("after the last role stopped: %v, want sd.ErrClosed", err)
+	}
+}
+
+var _ = json.Marshal
