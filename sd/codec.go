@@ -270,7 +270,7 @@ func (CuratorCodec) Decode(service, child string, data []byte) (Instance, error)
 	case service != "" && *n.Name != service:
 		return bad(fmt.Sprintf("name %q is not the service %q", *n.Name, service), nil)
 	}
-	inst := Instance{Name: *n.Name, ID: *n.ID, Address: *n.Address, raw: data}
+	inst := Instance{Name: *n.Name, ID: *n.ID, Address: *n.Address, raw: bytes.Clone(data)} // not the caller's buffer: a bulk read's reply frame would stay alive
 	if n.Port != nil {
 		inst.Port = *n.Port
 	}
