@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
+	"github.com/cenkalti/backoff/v5"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -160,7 +160,7 @@ func (in *Instancer) take() changes {
 func (in *Instancer) run() {
 	defer in.wg.Done()
 	bo := backoff.NewExponentialBackOff()
-	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = 50*time.Millisecond, 5*time.Second, 0
+	bo.InitialInterval, bo.MaxInterval = 50*time.Millisecond, 5*time.Second // v5 has no elapsed-time limit here: retries go on until Stop
 	var work changes
 	var retry, reread *time.Timer
 	stopTimers := func() {

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
+	"github.com/cenkalti/backoff/v5"
 	kitsd "github.com/go-kit/kit/sd"
 	"github.com/go-zookeeper/zk"
 	"github.com/google/uuid"
@@ -487,7 +487,7 @@ func (r *Registrar) stopKeeper() {
 func (r *Registrar) keep(ctx context.Context, done, kick chan struct{}) {
 	defer close(done)
 	bo := backoff.NewExponentialBackOff()
-	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = 100*time.Millisecond, 5*time.Second, 0
+	bo.InitialInterval, bo.MaxInterval = 100*time.Millisecond, 5*time.Second
 	var watch <-chan zk.Event // re-armed only after it fired: watchers do not pile up
 	for {
 		err := r.reconcile(ctx, &watch)
