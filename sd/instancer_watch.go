@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"path"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -429,12 +430,27 @@ func (in *Instancer) bulkLoad(w *changes) {
 		in.logger.Debug("bulk read failed; reading node by node", "err", err)
 		return
 	}
-	entries := make(map[string]*entry, len(res))
-	for i, r := range res {
+	for _, r := range res {
 		if !r.ok {
 			return // gone or unreadable: the set would not be complete
 		}
-		entries[names[i]] = in.decode(names[i], r.data, &r.stat)
+	}
+	// Decoding Curator JSON costs more than the reads: spread it over the
+	// cores.
+	decoded := make([]*entry, len(res))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(res)/bulkMin+1) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(res); i = int(next.Add(1) - 1) {
+				decoded[i] = in.decode(names[i], res[i].data, &res[i].stat)
+			}
+		})
+	}
+	wg.Wait()
+	entries := make(map[string]*entry, len(res))
+	for i, e := range decoded {
+		entries[names[i]] = e
 	}
 	in.bulkReads.Add(int64(len(res)))
 	in.mu.Lock()
