@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -16,6 +17,7 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/gracekit/gracekit/lifecycle"
+	"github.com/gracekit/gracekit/provider"
 	"github.com/gracekit/gracekit/sd"
 	"github.com/gracekit/gracekit/shutdown"
 	"github.com/gracekit/gracekit/shutdown/flush"
@@ -53,7 +55,9 @@ const (
 	EnvStopTimeout        = "GRACEKIT_STOP_TIMEOUT"
 )
 
-// Config is what Discovery and Gateway need. It is plain data: supply it
+// Config is what Discovery, Consumer and Gateway need: Consumer reads only
+// the ZooKeeper fields and BasePath, Gateway adds FlushSecret, FlushPath and
+// FlushAudiences, and Discovery reads the rest. It is plain data: supply it
 // with fx.Supply, or provide it from the environment with
 // fx.Provide(fxmodule.ConfigFromEnv). Zero values take the defaults listed
 // in the package documentation.
@@ -75,15 +79,19 @@ type Config struct {
 	InstanceID string
 	// Address is the address registered for this instance. Required.
 	Address string
-	// Port is the port the server listens on (all interfaces) and the one
-	// registered. Required.
+	// Port is the port registered. The server listens on its own Addr
+	// when that is set, and on Port on all interfaces otherwise. Zero
+	// takes the port of the *http.Server's Addr; a Port that disagrees
+	// with that Addr is an error, so that the port registered is the one
+	// listened on. Required unless the server's Addr names the port.
 	Port int
 	// Metadata is added to the registered instance's metadata.
 	Metadata map[string]string
 
 	// FlushSecret is the shared HMAC secret of flush requests, at least
 	// flush.MinSecretLen bytes. Required by Gateway, and by Discovery
-	// when it has flush targets.
+	// when it has signed flush targets (FlushTargets, FlushGateways);
+	// Consumer never needs it.
 	FlushSecret string
 	// FlushTargets are gateway flush URLs that get a signed POST at stop.
 	FlushTargets []string
@@ -223,13 +231,14 @@ func list(s string) []string {
 type settings struct {
 	Config
 	authUser, authPassword string
-	gateway                bool // built by Gateway: register the flush path
+	// stopTotal is the sum of the stop steps' bounds (checkBudget).
+	stopTotal time.Duration
 }
 
-// check validates c and applies the defaults. gateway tells which module
-// asks: Gateway needs a flush secret and registers its flush path.
-func (c Config) check(gateway bool) (*settings, error) {
-	s := &settings{Config: c, gateway: gateway}
+// checkSession validates what every module needs, the ZooKeeper session
+// and the base path, and applies their defaults.
+func (c Config) checkSession() (*settings, error) {
+	s := &settings{Config: c}
 	if _, _, err := sd.ParseConnectString(c.ZKServers); err != nil {
 		return nil, &ConfigError{Field: "ZKServers", Env: EnvZKServers, Value: c.ZKServers, Want: "a ZooKeeper connect string such as zk1:2181,zk2:2181/chroot", Err: err}
 	}
@@ -250,6 +259,31 @@ func (c Config) check(gateway bool) (*settings, error) {
 	} else if !strings.HasPrefix(c.BasePath, "/") || strings.HasSuffix(c.BasePath, "/") {
 		return nil, &ConfigError{Field: "BasePath", Env: EnvBasePath, Value: c.BasePath, Want: "an absolute ZooKeeper path such as /services"}
 	}
+	return s, nil
+}
+
+// newSession returns the session s describes. It does no I/O: the roles
+// connect it when they start.
+func (s *settings) newSession(log *slog.Logger) (*sd.Session, error) {
+	opts := []sd.ClientOption{sd.SessionTimeout(s.ZKSessionTimeout), sd.Logger(log)}
+	if s.authUser != "" {
+		opts = append(opts, sd.DigestAuth(s.authUser, s.authPassword))
+	}
+	sess, err := sd.NewSession(s.ZKServers, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("fxmodule: ZooKeeper session (Config.ZKServers %q): %w", s.ZKServers, err)
+	}
+	return sess, nil
+}
+
+// checkProvider validates what Discovery needs on top of checkSession:
+// the instance, the flush targets and the stop bounds. gateway says that
+// Gateway is in the app: its flush path goes in the metadata.
+func (c Config) checkProvider(gateway bool) (*settings, error) {
+	s, err := c.checkSession()
+	if err != nil {
+		return nil, err
+	}
 	// A znode name: no '/', and not "." or "..", as sd checks after connecting.
 	if !sd.ValidNodeName(c.Service) {
 		return nil, &ConfigError{Field: "Service", Env: EnvService, Value: c.Service, Want: "a service name without '/', not \".\" or \"..\""}
@@ -260,8 +294,8 @@ func (c Config) check(gateway bool) (*settings, error) {
 	if c.Address == "" {
 		return nil, &ConfigError{Field: "Address", Env: EnvAddress, Value: c.Address, Want: "the host or IP address other services reach this instance at"}
 	}
-	if c.Port < 1 || c.Port > 65535 {
-		return nil, &ConfigError{Field: "Port", Env: EnvPort, Value: strconv.Itoa(c.Port), Want: "a port from 1 to 65535"}
+	if c.Port < 0 || c.Port > 65535 {
+		return nil, &ConfigError{Field: "Port", Env: EnvPort, Value: strconv.Itoa(c.Port), Want: "a port from 1 to 65535, or zero when the *http.Server's Addr names the port"}
 	}
 	s.Metadata = make(map[string]string, len(c.Metadata)+1)
 	for k, v := range c.Metadata {
@@ -274,8 +308,8 @@ func (c Config) check(gateway bool) (*settings, error) {
 		s.Metadata[k] = v
 	}
 	flushes := len(c.FlushTargets)+len(c.FlushGateways) > 0 // signed ones
-	if (gateway || flushes) && len(c.FlushSecret) < flush.MinSecretLen {
-		return nil, &ConfigError{Field: "FlushSecret", Env: EnvFlushSecret, Value: fmt.Sprintf("(%d bytes)", len(c.FlushSecret)), Want: fmt.Sprintf("a shared secret of at least %d bytes", flush.MinSecretLen)}
+	if flushes && len(c.FlushSecret) < flush.MinSecretLen {
+		return nil, secretError(c)
 	}
 	for _, t := range []struct {
 		field, env string
@@ -292,18 +326,16 @@ func (c Config) check(gateway bool) (*settings, error) {
 		}
 	}
 	for _, g := range c.FlushGateways {
-		if strings.Contains(g, "/") {
+		if !sd.ValidNodeName(g) {
 			return nil, &ConfigError{Field: "FlushGateways", Env: EnvFlushGateways, Value: g, Want: "gateway service names without '/'"}
 		}
 	}
 	if gateway {
-		if c.FlushPath == "" {
-			s.FlushPath = DefaultFlushPath
-		} else if !strings.HasPrefix(c.FlushPath, "/") || strings.ContainsAny(c.FlushPath, " {}?#") || reservedPaths[c.FlushPath] || path.Clean(c.FlushPath) != c.FlushPath {
-			return nil, &ConfigError{Field: "FlushPath", Env: EnvFlushPath, Value: c.FlushPath,
-				Want: "a clean URL path such as " + DefaultFlushPath + ", other than /, /readyz and /livez"}
+		g, err := c.checkGateway()
+		if err != nil {
+			return nil, err
 		}
-		s.Metadata[sd.MetadataFlushPath] = s.FlushPath
+		s.Metadata[sd.MetadataFlushPath] = g.FlushPath
 	}
 	for _, d := range []struct {
 		field, env string
@@ -337,29 +369,89 @@ func (c Config) check(gateway bool) (*settings, error) {
 	return s, nil
 }
 
-// sequenceConfig is the shutdown.Config of the module's Sequence, without
-// its parts.
-func (s *settings) sequenceConfig() shutdown.Config {
-	return shutdown.Config{
-		Addr:         net.JoinHostPort("", strconv.Itoa(s.Port)),
-		QuietWindow:  s.QuietWindow,
-		MaxQuiesce:   s.MaxQuiesce,
-		DrainTimeout: s.DrainTimeout,
+// checkGateway validates what Gateway needs on top of checkSession: the
+// flush secret and path.
+func (c Config) checkGateway() (*settings, error) {
+	s, err := c.checkSession()
+	if err != nil {
+		return nil, err
 	}
+	if len(c.FlushSecret) < flush.MinSecretLen {
+		return nil, secretError(c)
+	}
+	if c.FlushPath == "" {
+		s.FlushPath = DefaultFlushPath
+	} else if !strings.HasPrefix(c.FlushPath, "/") || strings.ContainsAny(c.FlushPath, " {}?#") || reservedPaths[c.FlushPath] || path.Clean(c.FlushPath) != c.FlushPath {
+		return nil, &ConfigError{Field: "FlushPath", Env: EnvFlushPath, Value: c.FlushPath,
+			Want: "a clean URL path such as " + DefaultFlushPath + ", other than /, /readyz and /livez"}
+	}
+	return s, nil
+}
+
+func secretError(c Config) *ConfigError {
+	return &ConfigError{Field: "FlushSecret", Env: EnvFlushSecret, Value: fmt.Sprintf("(%d bytes)", len(c.FlushSecret)),
+		Want: fmt.Sprintf("a shared secret of at least %d bytes", flush.MinSecretLen)}
+}
+
+// listen reconciles Config.Port with the server's Addr: it returns the
+// port to register. The server listens on its Addr when set (the provider
+// honours it), else on Config.Port on all interfaces; a Port of zero takes
+// the Addr's, and a Port that disagrees with it is an error, so that the
+// port registered is always the one listened on.
+func (s *settings) listen(srv *http.Server) (port int, addr string, err error) {
+	if srv.Addr == "" {
+		if s.Port == 0 {
+			return 0, "", &ConfigError{Field: "Port", Env: EnvPort, Value: "0", Want: "a port from 1 to 65535, or the *http.Server's Addr naming one"}
+		}
+		return s.Port, net.JoinHostPort("", strconv.Itoa(s.Port)), nil
+	}
+	_, ps, err := net.SplitHostPort(srv.Addr)
+	p, perr := strconv.Atoi(ps)
+	if err != nil || perr != nil || p < 1 || p > 65535 {
+		return 0, "", &ConfigError{Field: "Port", Env: EnvPort, Value: strconv.Itoa(s.Port),
+			Want: fmt.Sprintf("the port of the *http.Server's Addr %q, which must name one from 1 to 65535 (or leave Addr empty)", srv.Addr), Err: err}
+	}
+	if s.Port != 0 && s.Port != p {
+		return 0, "", &ConfigError{Field: "Port", Env: EnvPort, Value: strconv.Itoa(s.Port),
+			Want: fmt.Sprintf("zero or %d, the port of the *http.Server's Addr %q, which the server listens on", p, srv.Addr)}
+	}
+	return p, srv.Addr, nil
 }
 
 func (s *settings) hasFlushTargets() bool {
 	return len(s.FlushTargets)+len(s.SpringFlushTargets)+len(s.FlushGateways) > 0
 }
 
-// checkBudget builds the Sequence with stand-in parts, so that a plan over
-// the stop budget fails before anything connects to ZooKeeper.
+// providerConfig is the provider.Config of s, without its Instance and
+// Server.
+func (s *settings) providerConfig() provider.Config {
+	return provider.Config{
+		Flush: provider.Flush{
+			Secret:        []byte(s.FlushSecret),
+			Targets:       s.FlushTargets,
+			SpringTargets: s.SpringFlushTargets,
+			Gateways:      s.FlushGateways,
+		},
+		QuietWindow:  s.QuietWindow,
+		MaxQuiesce:   s.MaxQuiesce,
+		DrainTimeout: s.DrainTimeout,
+		StopBudget:   s.StopTimeout,
+	}
+}
+
+// checkBudget builds a Sequence with stand-in parts, so that a plan over
+// the stop budget is a *ConfigError for StopTimeout, and keeps the sum of
+// the stop bounds, which the stop hook compares with fx's deadline.
 func (s *settings) checkBudget() error {
-	cfg := s.sequenceConfig()
-	cfg.Registration = nopRegistration{}
-	cfg.Tracker = &shutdown.Tracker{}
-	cfg.Server = &http.Server{}
-	cfg.CloseSession = func(context.Context) error { return nil }
+	cfg := shutdown.Config{
+		Registration: nopRegistration{},
+		Tracker:      &shutdown.Tracker{},
+		Server:       &http.Server{},
+		CloseSession: func(context.Context) error { return nil },
+		QuietWindow:  s.QuietWindow,
+		MaxQuiesce:   s.MaxQuiesce,
+		DrainTimeout: s.DrainTimeout,
+	}
 	if s.hasFlushTargets() {
 		n, err := flush.NewNotifier(flush.Self{Service: s.Service, ID: "budget-check"}, make([]byte, flush.MinSecretLen))
 		if err != nil {
@@ -367,7 +459,7 @@ func (s *settings) checkBudget() error {
 		}
 		cfg.Notifier = n
 	}
-	_, err := shutdown.NewSequence(cfg, lifecycle.StopBudget(s.StopTimeout))
+	seq, err := shutdown.NewSequence(cfg, lifecycle.StopBudget(s.StopTimeout))
 	var be *lifecycle.BudgetError
 	if errors.As(err, &be) {
 		return &ConfigError{Field: "StopTimeout", Env: EnvStopTimeout, Value: s.StopTimeout.String(),
@@ -376,10 +468,11 @@ func (s *settings) checkBudget() error {
 	if err != nil {
 		return fmt.Errorf("fxmodule: stop sequence: %w", err)
 	}
+	s.stopTotal = seq.StopTotal()
 	return nil
 }
 
-// reservedPaths are served by the module's wrapper mux already.
+// reservedPaths are served by the provider's wrapper mux already.
 var reservedPaths = map[string]bool{"/": true, "/readyz": true, "/livez": true}
 
 // nopRegistration stands in for the Registration in checkBudget.

@@ -1,27 +1,41 @@
-// Package fxmodule adds gracekit to an fx application: Discovery for a
-// provider (register in ZooKeeper, serve, and stop without failed
-// requests), Gateway for a consumer (registered flush endpoint, and
-// load-balanced, retrying endpoints to other services).
+// Package fxmodule adds gracekit to an fx application. It is thin glue
+// over the plain-Go packages provider and consumer, in three roles that
+// compose:
 //
-// A provider adds the module, a Config and its *http.Server; the module
-// appends its own hooks, so an fx.Invoke is only needed to use what it
-// provides (the Sequence's stop Report, say):
+//   - Discovery, the provider: registers the app's *http.Server in
+//     ZooKeeper, serves it, and stops it without failed requests
+//     (*provider.Provider);
+//   - Consumer: calls other services through load-balanced, retrying
+//     endpoints (*consumer.Consumer); needs no flush secret;
+//   - Gateway: a consumer that also accepts flushes (*consumer.Consumer
+//     and *flush.Handler); used with Discovery, which serves the flush
+//     handler and registers its path.
+//
+// A service that serves and calls others uses Discovery and Consumer; a
+// gateway uses Discovery and Gateway. Roles in one app share one ZooKeeper
+// session. Each module appends its own hooks, so an fx.Invoke is only
+// needed to use what it provides:
 //
 //	fx.New(
 //		fx.Provide(fxmodule.ConfigFromEnv), // or fx.Supply(fxmodule.Config{...})
 //		fx.Provide(newServer),              // returns the app's *http.Server
 //		fxmodule.Discovery,
-//		fx.Invoke(func(seq *shutdown.Sequence) { /* keep it for seq.Report() */ }),
+//		fxmodule.Consumer,                  // if it calls other services
 //	).Run()
 //
-// The module owns the server's listener: it listens on Config.Port on all
-// interfaces, whatever Server.Addr says. See Discovery for what it provides
-// and for the start and stop hooks, Gateway for the consumer side.
+// Constructors do no I/O: a failed fx.New leaves nothing running. OnStart
+// hooks connect to ZooKeeper, within fx's start deadline; OnStop hooks
+// stop within fx's stop deadline. The consumer starts before the provider
+// and stops after it, so that requests in flight during the drain can
+// still call out.
 //
 // # Configuration
 //
 // Config is plain data. ConfigFromEnv reads it from these environment
-// variables; a field left zero takes the default shown.
+// variables; a field left zero takes the default shown. Consumer reads
+// only the GRACEKIT_ZK_* variables and GRACEKIT_BASE_PATH; Gateway also
+// reads GRACEKIT_FLUSH_SECRET, GRACEKIT_FLUSH_PATH and
+// GRACEKIT_FLUSH_AUDIENCES; Discovery reads the others.
 //
 //	variable                        Config field        default
 //	GRACEKIT_ZK_SERVERS             ZKServers           required: "host:port,...[/chroot]"
@@ -31,9 +45,9 @@
 //	GRACEKIT_SERVICE                Service             required
 //	GRACEKIT_INSTANCE_ID            InstanceID          a random UUID
 //	GRACEKIT_ADDRESS                Address             required: the address others reach us at
-//	GRACEKIT_PORT                   Port                required: listened on and registered
+//	GRACEKIT_PORT                   Port                registered, and listened on unless Server.Addr is set; 0 takes Server.Addr's port
 //	GRACEKIT_METADATA               Metadata            none; "key=value,key=value"
-//	GRACEKIT_FLUSH_SECRET           FlushSecret         none; >= 16 bytes, required by Gateway and with flush targets
+//	GRACEKIT_FLUSH_SECRET           FlushSecret         none; >= 16 bytes, required by Gateway and with signed flush targets
 //	GRACEKIT_FLUSH_TARGETS          FlushTargets        none; comma-separated flush URLs (signed POST)
 //	GRACEKIT_SPRING_FLUSH_TARGETS   SpringFlushTargets  none; comma-separated Spring-style flush URLs (GET)
 //	GRACEKIT_FLUSH_GATEWAYS         FlushGateways       none; comma-separated gateway service names
@@ -62,27 +76,28 @@
 // sequence's bounds, they share it in proportion to their bounds, the
 // other steps (out of service, flush, quiesce) get only what is left or
 // are skipped, and the hook logs a warning. Requests still in flight when
-// the drain's bound ends are cut; the Sequence's Report counts them
+// the drain's bound ends are cut; the provider's Report counts them
 // (CutByDrain) and the stop error includes a *shutdown.DrainError.
 //
 // A bad value makes the app fail to build (fx.New's error, returned again
 // by Start) with a *ConfigError naming the field, its environment variable
-// and what is allowed.
+// and what is allowed. Nothing has connected by then.
 //
 // # Flush targets
 //
 // At stop, a provider asks every flush target to evict it: the URLs of
 // FlushTargets and SpringFlushTargets, and, for each service named in
 // FlushGateways, every registered instance that has sd.MetadataFlushPath
-// in its metadata, at http://address:port followed by that path. Gateways
-// register so (see Gateway); the provider watches their services from the
-// start, so the list is current when it stops.
+// in its metadata, at http://address:port followed by that path
+// (consumer.FlushURL). Gateways register so (see Gateway); the provider
+// watches their services from its start, through the app's consumer if it
+// has one, so the list is current when it stops.
 //
 // # Logging
 //
 // An optional *slog.Logger in the container (fx.Supply(logger)) receives
 // the lifecycle events of the start and stop steps, through
-// lifecycle.SlogListener, and the logs of sd, endpoint and shutdown.
-// Without one they are silent. fx's own logger (fx.WithLogger) reports the
+// lifecycle.SlogListener, and the logs of provider, consumer, sd, endpoint
+// and shutdown. Without one they are silent. fx's own logger (fx.WithLogger) reports the
 // module's hooks as it does any hook.
 package fxmodule

@@ -17,8 +17,10 @@ import (
 	"go.uber.org/fx/fxtest"
 	"go.uber.org/goleak"
 
+	"github.com/gracekit/gracekit/consumer"
 	"github.com/gracekit/gracekit/fxmodule"
 	"github.com/gracekit/gracekit/internal/testutil"
+	"github.com/gracekit/gracekit/provider"
 	"github.com/gracekit/gracekit/sd"
 	"github.com/gracekit/gracekit/shutdown"
 	"github.com/gracekit/gracekit/shutdown/flush"
@@ -79,24 +81,31 @@ func TestDiscoveryRegistersServesAndStopsCleanly(t *testing.T) {
 		fx.Provide(helloServer),
 		fxmodule.Discovery,
 	)
-	if err := fx.ValidateApp(opts, fx.Invoke(func(*shutdown.Sequence) {})); err != nil {
+	if err := fx.ValidateApp(opts, fx.Invoke(func(*provider.Provider, *shutdown.Tracker, *shutdown.Readiness, *sd.Session) {})); err != nil {
 		t.Fatalf("ValidateApp: %v", err)
 	}
 
 	var (
-		seq *shutdown.Sequence
-		reg *sd.Registrar
-		ins *fxmodule.Instancers
+		p    *provider.Provider
+		sess *sd.Session
 	)
-	app := fxtest.New(t, opts, fx.Populate(&seq, &reg, &ins))
+	app := fxtest.New(t, opts, fx.Populate(&p, &sess))
 	conn := testutil.ZKConn(t, zkc.Addrs())
 	if exists(t, conn, "/services/quote/quote-1") {
 		t.Fatal("node exists before start")
 	}
+	if _, err := sess.Client(); !errors.Is(err, sd.ErrNotStarted) {
+		t.Fatalf("the session before start: %v, want sd.ErrNotStarted (no I/O in constructors)", err)
+	}
 	app.RequireStart()
 
-	if !exists(t, conn, "/services/quote/quote-1") {
-		t.Fatal("node missing after start")
+	_, stat, err := conn.Get("/services/quote/quote-1")
+	if err != nil {
+		t.Fatalf("node missing after start: %v", err)
+	}
+	client, err := sess.Client()
+	if err != nil || stat.EphemeralOwner != client.SessionID() {
+		t.Fatalf("the node is owned by 0x%x, want the module's session (%v)", stat.EphemeralOwner, err)
 	}
 	base := "http://127.0.0.1:" + strconv.Itoa(port)
 	if code, body := get(t, base+"/readyz"); code != http.StatusOK {
@@ -109,29 +118,48 @@ func TestDiscoveryRegistersServesAndStopsCleanly(t *testing.T) {
 		t.Fatalf("/hello = %d %q, want 200 hello", code, body)
 	}
 
-	// The Instancer factory sees the instance over the same session.
-	in, err := ins.Instancer("quote")
-	if err != nil {
-		t.Fatal(err)
-	}
-	testutil.WaitFor(t, "the instancer lists quote-1", func() bool {
-		l := in.Instances()
-		return len(l) == 1 && l[0].ID == "quote-1" && l[0].Port == port
-	})
-
 	app.RequireStop()
 	if exists(t, conn, "/services/quote/quote-1") {
 		t.Fatal("node still there after stop")
 	}
-	rep := seq.Report()
+	rep := p.Report()
 	if rep.Err != nil {
 		t.Fatalf("stop error: %v", rep.Err)
 	}
 	if len(rep.Flush) != 0 {
 		t.Fatalf("flushed %d targets, want none", len(rep.Flush))
 	}
+	if _, err := sess.Client(); !errors.Is(err, sd.ErrClosed) {
+		t.Fatalf("the session after stop: %v, want sd.ErrClosed", err)
+	}
 	if _, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), time.Second); err == nil {
 		t.Fatal("server still accepts connections after stop")
+	}
+}
+
+// The server's Addr is honoured: the module listens there and, with
+// Config.Port zero, registers its port.
+func TestDiscoveryListensOnTheServersAddr(t *testing.T) {
+	zkc := zktest.New(t)
+	port := testutil.FreePort(t)
+	cfg := providerConfig(zkc, "quote-1", 0)
+	var p *provider.Provider
+	app := fxtest.New(t, fx.Supply(cfg), fxmodule.Discovery, fx.Populate(&p),
+		fx.Provide(func() *http.Server {
+			srv := helloServer()
+			srv.Addr = "127.0.0.1:" + strconv.Itoa(port)
+			return srv
+		}))
+	app.RequireStart()
+	defer app.RequireStop()
+	if got := p.Instance().Port; got != port {
+		t.Fatalf("registered port %d, want the server's %d", got, port)
+	}
+	if got := p.Addr().String(); got != "127.0.0.1:"+strconv.Itoa(port) {
+		t.Fatalf("listens on %s, want the server's Addr", got)
+	}
+	if code, body := get(t, "http://"+p.Addr().String()+"/hello"); code != http.StatusOK || body != "hello" {
+		t.Fatalf("/hello = %d %q, want 200 hello", code, body)
 	}
 }
 
@@ -140,15 +168,143 @@ func echo(instance string) (kitendpoint.Endpoint, io.Closer, error) {
 	return func(context.Context, any) (any, error) { return instance, nil }, nil, nil
 }
 
+// A service that serves and calls others: one session for both roles, the
+// consumer started before the provider and stopped after its drain.
+func TestDiscoveryAndConsumerInOneApp(t *testing.T) {
+	zkc := zktest.New(t)
+	port := testutil.FreePort(t)
+	var (
+		c    *consumer.Consumer
+		p    *provider.Provider
+		sess *sd.Session
+		call kitendpoint.Endpoint
+	)
+	atDrain := make(chan error, 1)
+	server := func(lc fx.Lifecycle, c *consumer.Consumer) *http.Server {
+		lc.Append(fx.StartHook(func(ctx context.Context) (err error) {
+			call, err = c.Endpoint(ctx, "quote", echo) // the service calls itself
+			return err
+		}))
+		srv := helloServer()
+		srv.RegisterOnShutdown(func() { // once the drain began
+			_, err := c.Instancer(context.Background(), "quote")
+			atDrain <- err
+		})
+		return srv
+	}
+	opts := fx.Options(fx.Supply(providerConfig(zkc, "quote-1", port)), fx.Provide(server), fxmodule.Discovery, fxmodule.Consumer)
+	if err := fx.ValidateApp(opts); err != nil {
+		t.Fatalf("ValidateApp: %v", err)
+	}
+	app := fxtest.New(t, opts, fx.Populate(&c, &p, &sess))
+	app.RequireStart()
+
+	want := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	testutil.WaitFor(t, "the consumer routes to the provider", func() bool {
+		got, err := call(context.Background(), nil)
+		return err == nil && got == want
+	})
+	in, err := c.Instancer(context.Background(), "quote")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := in.Instances(); len(l) != 1 || l[0].ID != "quote-1" || l[0].Port != port {
+		t.Fatalf("the Instancer lists %+v, want quote-1 on port %d", l, port)
+	}
+
+	app.RequireStop()
+	if err := <-atDrain; err != nil {
+		t.Fatalf("the consumer during the provider's drain: %v, want it still open", err)
+	}
+	if err := p.Report().Err; err != nil {
+		t.Fatalf("stop error: %v", err)
+	}
+	if _, err := sess.Client(); !errors.Is(err, sd.ErrClosed) {
+		t.Fatalf("the shared session after stop: %v, want sd.ErrClosed (the last role closed it)", err)
+	}
+	if _, err := c.Instancer(context.Background(), "quote"); !errors.Is(err, sd.ErrClosed) {
+		t.Fatalf("the consumer after stop: %v, want sd.ErrClosed", err)
+	}
+}
+
+// A plain consumer needs the ZooKeeper fields only: no service, address,
+// port or flush secret, and no server.
+func TestConsumerAloneNeedsNoSecret(t *testing.T) {
+	zkc := zktest.New(t)
+	cfg := fxmodule.Config{ZKServers: zkc.ConnectString()}
+	opts := fx.Options(fx.Supply(cfg), fxmodule.Consumer)
+	if err := fx.ValidateApp(opts, fx.Invoke(func(*consumer.Consumer) {})); err != nil {
+		t.Fatalf("ValidateApp: %v", err)
+	}
+	var c *consumer.Consumer
+	app := fxtest.New(t, opts, fx.Populate(&c))
+	app.RequireStart()
+	in, err := c.Instancer(context.Background(), "nobody")
+	if err != nil {
+		t.Fatalf("Instancer(nobody) = %v, want an empty service", err)
+	}
+	if n := len(in.Instances()); n != 0 {
+		t.Fatalf("the missing service lists %d instances", n)
+	}
+	app.RequireStop()
+}
+
+func TestGatewayWithoutDiscoveryFailsToBuild(t *testing.T) {
+	cfg := fxmodule.Config{ZKServers: "127.0.0.1:1", FlushSecret: secret, Address: "127.0.0.1", Port: 8080}
+	app := fx.New(fx.NopLogger, fx.Supply(cfg), fx.Provide(helloServer), fxmodule.Gateway)
+	if err := app.Err(); !errors.Is(err, fxmodule.ErrGatewayNeedsDiscovery) {
+		t.Fatalf("app error %v, want ErrGatewayNeedsDiscovery", err)
+	}
+}
+
+// Constructors do no I/O and start nothing: an app that fails to build,
+// early (a bad Config) or late (an fx.Invoke error after every module was
+// built), leaves no goroutine behind.
+func TestAFailedBuildLeaksNothing(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	port := testutil.FreePort(t) // nothing listens there
+	good := fxmodule.Config{ZKServers: "127.0.0.1:" + strconv.Itoa(port), Service: "quote", Address: "127.0.0.1", Port: port, FlushSecret: secret, FlushGateways: []string{"gateway"}}
+	bad := good
+	bad.Service = ""
+	boom := errors.New("boom")
+	tests := []struct {
+		name string
+		give fx.Option
+		want func(error) bool
+	}{
+		{"a bad Config", fx.Options(fx.Supply(bad), fxmodule.Discovery, fxmodule.Consumer), func(err error) bool {
+			var ce *fxmodule.ConfigError
+			return errors.As(err, &ce)
+		}},
+		{"an invoke that fails after the modules were built", fx.Options(fx.Supply(good), fxmodule.Discovery, fxmodule.Gateway,
+			fx.Invoke(func(*provider.Provider, *consumer.Consumer, *flush.Handler) error { return boom })), func(err error) bool { return errors.Is(err, boom) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			app := fx.New(fx.NopLogger, fx.Provide(helloServer), tt.give)
+			if err := app.Err(); !tt.want(err) {
+				t.Fatalf("app error %v", err)
+			}
+		})
+	}
+}
+
 func TestProviderStopFlushesTheGateway(t *testing.T) {
 	zkc := zktest.New(t)
 	gwPort, pPort := testutil.FreePort(t), testutil.FreePort(t)
 
 	var (
-		call     kitendpoint.Endpoint
-		upstream *fxmodule.Upstreams
+		call kitendpoint.Endpoint
+		c    *consumer.Consumer
 	)
-	gateway := fxtest.New(t,
+	gatewayServer := func(lc fx.Lifecycle, c *consumer.Consumer) *http.Server {
+		lc.Append(fx.StartHook(func(ctx context.Context) (err error) {
+			call, err = c.Endpoint(ctx, "quote", echo)
+			return err
+		}))
+		return helloServer()
+	}
+	gwOpts := fx.Options(
 		fx.Supply(fxmodule.Config{
 			ZKServers:   zkc.ConnectString(),
 			Service:     "gateway",
@@ -158,15 +314,14 @@ func TestProviderStopFlushesTheGateway(t *testing.T) {
 			FlushSecret: secret,
 			QuietWindow: 50 * time.Millisecond,
 		}),
-		fx.Provide(helloServer),
+		fx.Provide(gatewayServer),
+		fxmodule.Discovery,
 		fxmodule.Gateway,
-		fx.Invoke(func(u *fxmodule.Upstreams) error {
-			upstream = u
-			var err error
-			call, err = u.Endpoint("quote", echo)
-			return err
-		}),
 	)
+	if err := fx.ValidateApp(gwOpts, fx.Invoke(func(*consumer.Consumer, *flush.Handler, *provider.Provider) {})); err != nil {
+		t.Fatalf("ValidateApp: %v", err)
+	}
+	gateway := fxtest.New(t, gwOpts, fx.Populate(&c))
 	gateway.RequireStart()
 	defer gateway.RequireStop()
 
@@ -178,16 +333,16 @@ func TestProviderStopFlushesTheGateway(t *testing.T) {
 	if !strings.Contains(string(data), `"`+sd.MetadataFlushPath+`":"`+fxmodule.DefaultFlushPath+`"`) {
 		t.Fatalf("gateway node lacks its flush path: %s", data)
 	}
-	if _, ok := upstream.Evicter("quote"); !ok {
+	if _, ok := c.Evicter("quote"); !ok {
 		t.Fatal("no evicter for quote")
 	}
 
 	pcfg := providerConfig(zkc, "quote-1", pPort)
 	pcfg.FlushSecret = secret
 	pcfg.FlushGateways = []string{"gateway"}
-	var seq *shutdown.Sequence
-	provider := fxtest.New(t, fx.Supply(pcfg), fx.Provide(helloServer), fxmodule.Discovery, fx.Populate(&seq))
-	provider.RequireStart()
+	var p *provider.Provider
+	prov := fxtest.New(t, fx.Supply(pcfg), fx.Provide(helloServer), fxmodule.Discovery, fx.Populate(&p))
+	prov.RequireStart()
 
 	want := net.JoinHostPort("127.0.0.1", strconv.Itoa(pPort))
 	testutil.WaitFor(t, "the gateway routes to the provider", func() bool {
@@ -197,7 +352,7 @@ func TestProviderStopFlushesTheGateway(t *testing.T) {
 
 	// The Evicter acts at once, while ZooKeeper still lists the provider
 	// as UP: no watch event can be what removes it here.
-	ev, _ := upstream.Evicter("quote")
+	ev, _ := c.Evicter("quote")
 	if res, err := ev.Evict(context.Background(), flush.Request{Service: "quote", ID: "quote-1", Address: "127.0.0.1", Port: pPort}); err != nil || res != flush.Evicted {
 		t.Fatalf("Evict: %v, %v; want evicted", res, err)
 	}
@@ -208,8 +363,8 @@ func TestProviderStopFlushesTheGateway(t *testing.T) {
 		t.Fatal("the provider's node is gone: the check above proved nothing")
 	}
 
-	provider.RequireStop()
-	rep := seq.Report()
+	prov.RequireStop()
+	rep := p.Report()
 	if len(rep.Flush) != 1 || !rep.Flush[0].Acked {
 		t.Fatalf("flush reports %+v, want one acked", rep.Flush)
 	}
@@ -231,19 +386,22 @@ func TestBadConfigFailsStart(t *testing.T) {
 		name      string
 		give      func(*fxmodule.Config)
 		gateway   bool
+		addr      string // the server's Addr
 		wantField string
 	}{
-		{"no ZooKeeper servers", func(c *fxmodule.Config) { c.ZKServers = "" }, false, "ZKServers"},
-		{"no service", func(c *fxmodule.Config) { c.Service = "" }, false, "Service"},
-		{"port out of range", func(c *fxmodule.Config) { c.Port = 70000 }, false, "Port"},
-		{"flush gateways without a secret", func(c *fxmodule.Config) { c.FlushGateways = []string{"gateway"} }, false, "FlushSecret"},
-		{"gateway without a secret", func(*fxmodule.Config) {}, true, "FlushSecret"},
-		{"relative flush target", func(c *fxmodule.Config) { c.FlushSecret = secret; c.FlushTargets = []string{"gw:8080/flush"} }, false, "FlushTargets"},
-		{"quiet window over max quiesce", func(c *fxmodule.Config) { c.QuietWindow = 3 * time.Second }, false, "QuietWindow"},
-		{"stop timeout below the sequence's bounds", func(c *fxmodule.Config) { c.StopTimeout = 2 * time.Second }, false, "StopTimeout"},
-		{"a service named ..", func(c *fxmodule.Config) { c.Service = ".." }, false, "Service"},
-		{"metadata that sets the status", func(c *fxmodule.Config) { c.Metadata = map[string]string{sd.MetadataStatus: "DOWN"} }, false, "Metadata"},
-		{"a flush path the probes use", func(c *fxmodule.Config) { c.FlushSecret = secret; c.FlushPath = "/readyz" }, true, "FlushPath"},
+		{name: "no ZooKeeper servers", give: func(c *fxmodule.Config) { c.ZKServers = "" }, wantField: "ZKServers"},
+		{name: "no service", give: func(c *fxmodule.Config) { c.Service = "" }, wantField: "Service"},
+		{name: "port out of range", give: func(c *fxmodule.Config) { c.Port = 70000 }, wantField: "Port"},
+		{name: "no port and no server Addr", give: func(c *fxmodule.Config) { c.Port = 0 }, wantField: "Port"},
+		{name: "a port the server's Addr contradicts", give: func(*fxmodule.Config) {}, addr: "127.0.0.1:18081", wantField: "Port"},
+		{name: "flush gateways without a secret", give: func(c *fxmodule.Config) { c.FlushGateways = []string{"gateway"} }, wantField: "FlushSecret"},
+		{name: "gateway without a secret", give: func(*fxmodule.Config) {}, gateway: true, wantField: "FlushSecret"},
+		{name: "relative flush target", give: func(c *fxmodule.Config) { c.FlushSecret = secret; c.FlushTargets = []string{"gw:8080/flush"} }, wantField: "FlushTargets"},
+		{name: "quiet window over max quiesce", give: func(c *fxmodule.Config) { c.QuietWindow = 3 * time.Second }, wantField: "QuietWindow"},
+		{name: "stop timeout below the sequence's bounds", give: func(c *fxmodule.Config) { c.StopTimeout = 2 * time.Second }, wantField: "StopTimeout"},
+		{name: "a service named ..", give: func(c *fxmodule.Config) { c.Service = ".." }, wantField: "Service"},
+		{name: "metadata that sets the status", give: func(c *fxmodule.Config) { c.Metadata = map[string]string{sd.MetadataStatus: "DOWN"} }, wantField: "Metadata"},
+		{name: "a flush path the probes use", give: func(c *fxmodule.Config) { c.FlushSecret = secret; c.FlushPath = "/readyz" }, gateway: true, wantField: "FlushPath"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -251,10 +409,15 @@ func TestBadConfigFailsStart(t *testing.T) {
 			tt.give(&cfg)
 			module := fxmodule.Discovery
 			if tt.gateway {
-				module = fxmodule.Gateway
+				module = fx.Options(fxmodule.Discovery, fxmodule.Gateway)
 			}
-			app := fx.New(fx.NopLogger, fx.Supply(cfg), fx.Provide(helloServer), module,
-				fx.Invoke(func(*shutdown.Sequence) {}))
+			server := func() *http.Server {
+				srv := helloServer()
+				srv.Addr = tt.addr
+				return srv
+			}
+			app := fx.New(fx.NopLogger, fx.Supply(cfg), fx.Provide(server), module,
+				fx.Invoke(func(*provider.Provider) {}))
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			err := app.Start(ctx)
@@ -272,7 +435,6 @@ func TestBadConfigFailsStart(t *testing.T) {
 			if !strings.Contains(err.Error(), "Config."+tt.wantField) || ce.Want == "" {
 				t.Fatalf("error does not say the field and what is wanted: %v", err)
 			}
-			_ = app.Stop(ctx) // closes whatever was opened before the failure
 		})
 	}
 }
@@ -299,10 +461,11 @@ func TestConfigFromEnvRejectsMalformedValues(t *testing.T) {
 
 func TestStopTimeoutSetsTheBudgetToo(t *testing.T) {
 	zkc := zktest.New(t)
-	// 5 s cannot hold the default plan (14.4 s): the module must say so at
-	// start, which it can only if the option reached its Config.
+	// 5 s cannot hold the default plan (14.4 s): the module must say so
+	// when the app is built, which it can only if the option reached its
+	// Config.
 	app := fx.New(fx.NopLogger, fx.Supply(providerConfig(zkc, "quote-1", testutil.FreePort(t))), fx.Provide(helloServer),
-		fxmodule.Discovery, fxmodule.StopTimeout(5*time.Second), fx.Invoke(func(*shutdown.Sequence) {}))
+		fxmodule.Discovery, fxmodule.StopTimeout(5*time.Second))
 	var ce *fxmodule.ConfigError
 	if err := app.Err(); !errors.As(err, &ce) || ce.Field != "StopTimeout" {
 		t.Fatalf("app error %v, want a ConfigError for StopTimeout", err)

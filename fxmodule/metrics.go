@@ -4,21 +4,23 @@ import (
 	"github.com/go-kit/kit/metrics"
 
 	"github.com/gracekit/gracekit/lifecycle"
+	"github.com/gracekit/gracekit/provider"
 	"github.com/gracekit/gracekit/sd"
 	"github.com/gracekit/gracekit/shutdown/flush"
 )
 
-// Metrics are the go-kit metrics (any backend) that Discovery and Gateway
-// update when a *Metrics is in the container (fx.Supply(&fxmodule.Metrics{...}));
-// without one, or for a nil field, nothing is counted. The endpoints of
-// Upstreams take theirs through WithRetry and WithEndpointer
+// Metrics are the go-kit metrics (any backend) that Discovery, Consumer and
+// Gateway update when a *Metrics is in the container
+// (fx.Supply(&fxmodule.Metrics{...})); without one, or for a nil field,
+// nothing is counted. The endpoints that consumer.Consumer.Endpoint builds
+// take theirs through consumer.WithRetry and consumer.WithEndpointer
 // (endpoint.WithRetryReasonCounter, endpoint.WithEjectionReasonCounter...).
 type Metrics struct {
 	// StepDuration observes each start and stop step's duration, in
 	// seconds (lifecycle.HistogramListener: labels step, phase, outcome).
 	StepDuration metrics.Histogram
-	// Instancer are given to every sd.Instancer the module makes (the
-	// Upstreams' services and the FlushGateways), each metric scoped
+	// Instancer are given to every sd.Instancer the modules make (the
+	// consumer's services and the FlushGateways), each metric scoped
 	// With("service", <name>): declare a "service" label.
 	Instancer sd.InstancerMetrics
 	// FlushCalls counts the flush calls of the stop (flush.CallCounter:
@@ -31,20 +33,13 @@ type Metrics struct {
 	FlushResults  metrics.Counter
 }
 
-// metrics returns the supplied Metrics, or an empty one.
-func (p loggerParams) metrics() *Metrics {
-	if p.Metrics == nil {
-		return &Metrics{}
-	}
-	return p.Metrics
-}
-
-// instancerOptions scopes the Instancer metrics to service.
+// instancerOptions scopes the Instancer metrics to service; it is the
+// consumer's consumer.WithInstancerMetrics function.
 func (m *Metrics) instancerOptions(service string) []sd.InstancerOption {
-	im := m.Instancer
-	if im == (sd.InstancerMetrics{}) {
+	if m == nil || m.Instancer == (sd.InstancerMetrics{}) {
 		return nil
 	}
+	im := m.Instancer
 	if im.Instances != nil {
 		im.Instances = im.Instances.With("service", service)
 	}
@@ -56,21 +51,26 @@ func (m *Metrics) instancerOptions(service string) []sd.InstancerOption {
 	return []sd.InstancerOption{sd.WithMetrics(im)}
 }
 
-func (m *Metrics) lifecycleOptions() []lifecycle.Option {
-	if m.StepDuration == nil {
+// providerOptions are the provider's metric options.
+func (m *Metrics) providerOptions() []provider.Option {
+	if m == nil {
 		return nil
 	}
-	return []lifecycle.Option{lifecycle.WithListener(lifecycle.HistogramListener(m.StepDuration))}
-}
-
-func (m *Metrics) notifierOptions() []flush.NotifierOption {
-	if m.FlushCalls == nil {
-		return nil
+	var opts []provider.Option
+	if m.StepDuration != nil {
+		opts = append(opts, provider.WithLifecycleOptions(lifecycle.WithListener(lifecycle.HistogramListener(m.StepDuration))))
 	}
-	return []flush.NotifierOption{flush.CallCounter(m.FlushCalls)}
+	if m.FlushCalls != nil {
+		opts = append(opts, provider.WithNotifierOptions(flush.CallCounter(m.FlushCalls)))
+	}
+	return opts
 }
 
+// handlerOptions are the flush handler's metric options.
 func (m *Metrics) handlerOptions() []flush.HandlerOption {
+	if m == nil {
+		return nil
+	}
 	var opts []flush.HandlerOption
 	if m.FlushRefusals != nil {
 		opts = append(opts, flush.RefusalCounter(m.FlushRefusals))

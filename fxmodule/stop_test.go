@@ -18,11 +18,12 @@ import (
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
 
+	"github.com/gracekit/gracekit/consumer"
 	"github.com/gracekit/gracekit/fxmodule"
 	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/lifecycle"
+	"github.com/gracekit/gracekit/provider"
 	"github.com/gracekit/gracekit/sd"
-	"github.com/gracekit/gracekit/shutdown"
 	"github.com/gracekit/gracekit/zktest"
 )
 
@@ -132,11 +133,15 @@ func TestStopWithAShortDeadlineStillDeregistersDrainsAndClosesTheSession(t *test
 		return srv
 	}
 	var (
-		seq    *shutdown.Sequence
-		client *sd.Client
+		p    *provider.Provider
+		sess *sd.Session
 	)
-	app := fxtest.New(t, fx.Supply(cfg), fx.Provide(server), fxmodule.Discovery, fx.Populate(&seq, &client))
+	app := fxtest.New(t, fx.Supply(cfg), fx.Provide(server), fxmodule.Discovery, fx.Populate(&p, &sess))
 	app.RequireStart()
+	client, err := sess.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
 	conn := testutil.ZKConn(t, zkc.Addrs())
 	if !exists(t, conn, "/services/quote/quote-1") {
 		t.Fatal("node missing after start")
@@ -161,7 +166,7 @@ func TestStopWithAShortDeadlineStillDeregistersDrainsAndClosesTheSession(t *test
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
 	deadline, _ := ctx.Deadline()
-	err := app.Stop(ctx)
+	err = app.Stop(ctx)
 	if late := time.Since(deadline); late >= 0 {
 		t.Fatalf("Stop returned %v after its deadline: %v", late, err)
 	}
@@ -182,7 +187,7 @@ func TestStopWithAShortDeadlineStillDeregistersDrainsAndClosesTheSession(t *test
 	if _, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), time.Second); err == nil {
 		t.Error("the server still accepts connections")
 	}
-	for _, s := range seq.Report().Steps {
+	for _, s := range p.Report().Steps {
 		t.Logf("  %-12s %-8s skipped=%v %v", s.Step, s.Duration.Round(time.Millisecond), s.Skipped, s.Err)
 	}
 }
@@ -193,21 +198,25 @@ func TestStopWithAShortDeadlineStillDeregistersDrainsAndClosesTheSession(t *test
 // exceeded".
 func TestStartWithADuplicateInstanceIDShowsTheConflictBeforeFxGivesUp(t *testing.T) {
 	zkc := zktest.New(t)
-	var first *sd.Client
+	var sess *sd.Session
 	a := fxtest.New(t, fx.Supply(providerConfig(zkc, "quote-1", testutil.FreePort(t))), fx.Provide(helloServer),
-		fxmodule.Discovery, fx.Populate(&first))
+		fxmodule.Discovery, fx.Populate(&sess))
 	a.RequireStart()
 	defer a.RequireStop()
+	first, err := sess.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	b := fx.New(fx.NopLogger, fx.Supply(providerConfig(zkc, "quote-1", testutil.FreePort(t))), fx.Provide(helloServer),
-		fxmodule.Discovery, fx.Invoke(func(*shutdown.Sequence) {}))
+		fxmodule.Discovery)
 	if err := b.Err(); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	deadline, _ := ctx.Deadline()
-	err := b.Start(ctx)
+	err = b.Start(ctx)
 	if err == nil {
 		t.Fatal("the second instance started")
 	}
@@ -222,15 +231,13 @@ func TestStartWithADuplicateInstanceIDShowsTheConflictBeforeFxGivesUp(t *testing
 		t.Errorf("conflict on %s held by 0x%x, want /services/quote/quote-1 held by 0x%x", ce.Path, ce.Owner, first.SessionID())
 	}
 	t.Log(err)
-	stopCtx, cancelStop := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancelStop()
-	_ = b.Stop(stopCtx) // closes whatever is left of the failed start
+	// fx stopped what had started; the failed start undid itself.
 }
 
-// Issue 8, case 7: a service the module cannot read (here its node's ACL
-// denies the module's session) is an error from Instancers.Instancer, not
-// an Instancer of an empty, healthy service; a missing service is empty.
-func TestInstancersReturnTheErrorOfAFailedFirstLoad(t *testing.T) {
+// Issue 8, case 7: a service the consumer cannot read (here its node's
+// ACL denies the module's session) is an error from Instancer, not an
+// Instancer of an empty, healthy service; a missing service is empty.
+func TestConsumerInstancerReturnsTheErrorOfAFailedFirstLoad(t *testing.T) {
 	zkc := zktest.New(t)
 	conn := testutil.ZKConn(t, zkc.Addrs())
 	if _, err := conn.Create("/services", nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
@@ -239,14 +246,14 @@ func TestInstancersReturnTheErrorOfAFailedFirstLoad(t *testing.T) {
 	if _, err := conn.Create("/services/secret", nil, 0, zk.DigestACL(zk.PermAll, "owner", "password")); err != nil {
 		t.Fatal(err)
 	}
-	cfg := providerConfig(zkc, "quote-1", testutil.FreePort(t))
-	cfg.ZKSessionTimeout = 2 * time.Second // how long the first load may take
-	var ins *fxmodule.Instancers
-	app := fxtest.New(t, fx.Supply(cfg), fx.Provide(helloServer), fxmodule.Discovery, fx.Populate(&ins))
+	var c *consumer.Consumer
+	app := fxtest.New(t, fx.Supply(fxmodule.Config{ZKServers: zkc.ConnectString()}), fxmodule.Consumer, fx.Populate(&c))
 	app.RequireStart()
 	defer app.RequireStop()
 
-	in, err := ins.Instancer("secret")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second) // how long the first load may take
+	defer cancel()
+	in, err := c.Instancer(ctx, "secret")
 	if err == nil || in != nil {
 		t.Fatalf("Instancer(secret) = %v, %v; want no Instancer and the read error", in, err)
 	}
@@ -255,7 +262,7 @@ func TestInstancersReturnTheErrorOfAFailedFirstLoad(t *testing.T) {
 	}
 	t.Log(err)
 
-	empty, err := ins.Instancer("nobody")
+	empty, err := c.Instancer(context.Background(), "nobody")
 	if err != nil {
 		t.Fatalf("Instancer(nobody) = %v, want an empty service", err)
 	}

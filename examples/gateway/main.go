@@ -20,9 +20,10 @@
 // address is not a loopback IP address are refused (never called), which
 // the demo sets so that it can only ever send its load to its own processes.
 //
-// With -mode graceful (the default) it uses fxmodule.Gateway: gracekit's
-// Instancer, Endpointer, RoundRobin and Retry, the flush handler at
-// /gracekit/flush, and its own registration in ZooKeeper with that path.
+// With -mode graceful (the default) it uses fxmodule.Discovery and
+// fxmodule.Gateway: gracekit's Instancer, Endpointer, RoundRobin and Retry
+// (consumer.Consumer), the flush handler at /gracekit/flush, and its own
+// registration in ZooKeeper with that path.
 // With -mode naive it uses go-kit's stock sd/zk Instancer over
 // <base path>/<upstream> (GRACEKIT_BASE_PATH, default /services),
 // sd.NewEndpointer, lb.NewRoundRobin and lb.Retry(3, 2s, rr), as go-kit
@@ -58,10 +59,10 @@ import (
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxevent"
 
+	"github.com/gracekit/gracekit/consumer"
 	"github.com/gracekit/gracekit/endpoint"
 	"github.com/gracekit/gracekit/fxmodule"
 	"github.com/gracekit/gracekit/sd"
-	"github.com/gracekit/gracekit/shutdown"
 )
 
 func main() {
@@ -126,9 +127,13 @@ func runGraceful(cfg fxmodule.Config, upstream string, loopbackOnly bool, m *met
 		}),
 		fxmodule.StopTimeout(stopTimeout), // fx's stop timeout and the module's budget at once
 		fx.Supply(cfg, log, m.gracekit),
-		fx.Provide(func(u *fxmodule.Upstreams) (*http.Server, error) {
-			var calls []kitendpoint.Endpoint
-			for _, r := range []route{quoteRoute, orderRoute} {
+		fx.Provide(func(lc fx.Lifecycle, c *consumer.Consumer) (*http.Server, error) {
+			// The endpoints are built in a start hook, once the consumer
+			// is connected (its hook was appended first, as it was built
+			// first) and before Discovery serves (its hook comes after,
+			// as it is built from this server).
+			calls := make([]kitendpoint.Endpoint, 2)
+			for i, r := range []route{quoteRoute, orderRoute} {
 				f, err := endpoint.NewHTTPFactory(r.method, r.path, r.enc, decodeUpstream)
 				if err != nil {
 					return nil, err
@@ -139,18 +144,20 @@ func runGraceful(cfg fxmodule.Config, upstream string, loopbackOnly bool, m *met
 					factory = loopbackFactory(factory, uriHost)
 				}
 				name := routeName(r)
-				call, err := u.Endpoint(upstream, counted(factory),
-					fxmodule.WithRetry(append(m.endpoint.RetryOptions(name), endpoint.Attempts(3), endpoint.AttemptTimeout(2*time.Second))...),
-					fxmodule.WithEndpointer(m.endpoint.EndpointerOptions(name)...))
-				if err != nil {
-					return nil, err
-				}
-				calls = append(calls, call)
+				lc.Append(fx.StartHook(func(ctx context.Context) (err error) {
+					calls[i], err = c.Endpoint(ctx, upstream, counted(factory),
+						consumer.WithRetry(append(m.endpoint.RetryOptions(name), endpoint.Attempts(3), endpoint.AttemptTimeout(2*time.Second))...),
+						consumer.WithEndpointer(m.endpoint.EndpointerOptions(name)...))
+					return err
+				}))
 			}
-			return &http.Server{Handler: newMux(calls[0], calls[1], m), ReadHeaderTimeout: 5 * time.Second}, nil
+			call := func(i int) kitendpoint.Endpoint {
+				return func(ctx context.Context, req any) (any, error) { return calls[i](ctx, req) }
+			}
+			return &http.Server{Handler: newMux(call(0), call(1), m), ReadHeaderTimeout: 5 * time.Second}, nil
 		}),
-		fxmodule.Gateway,
-		fx.Invoke(func(*shutdown.Sequence) {}),
+		fxmodule.Discovery, // registers the gateway and serves it, its flush handler included
+		fxmodule.Gateway,   // the consumer and the flush handler
 	)
 	startCtx, cancel := context.WithTimeout(context.Background(), fx.DefaultTimeout)
 	defer cancel()

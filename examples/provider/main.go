@@ -15,7 +15,7 @@
 // waits for, and until the process exits.
 //
 // Every answer names the instance id it registered with (GRACEKIT_INSTANCE_ID,
-// or the random id fxmodule gives it when that is unset).
+// or a random UUID when that is unset).
 //
 // It stops on SIGTERM or SIGINT (a second signal kills it). With -mode graceful (the default) it runs
 // gracekit's whole stop sequence; with -mode naive it closes its ZooKeeper
@@ -42,6 +42,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -51,8 +52,8 @@ import (
 
 	"github.com/gracekit/gracekit/examples/internal/demometrics"
 	"github.com/gracekit/gracekit/fxmodule"
+	"github.com/gracekit/gracekit/provider"
 	"github.com/gracekit/gracekit/sd"
-	"github.com/gracekit/gracekit/shutdown"
 )
 
 // StopReport is the STOPREPORT line's JSON, fields in the contract's order.
@@ -118,6 +119,11 @@ func run(mode string) error {
 	if stopTimeout == 0 {
 		stopTimeout = fxmodule.DefaultStopTimeout
 	}
+	if cfg.InstanceID == "" {
+		// Chosen here rather than by the module, so that the handler and
+		// the logs know it before the app is built.
+		cfg.InstanceID = uuid.NewString()
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).
 		With("app", "provider", "mode", mode, "self", cfg.InstanceID)
 
@@ -126,9 +132,8 @@ func run(mode string) error {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 
 	var (
-		seq    *shutdown.Sequence
-		client *sd.Client
-		reg    *sd.Registrar
+		p    *provider.Provider
+		sess *sd.Session
 	)
 	app := fx.New(
 		fx.WithLogger(func() fxevent.Logger {
@@ -138,21 +143,21 @@ func run(mode string) error {
 		}),
 		fxmodule.StopTimeout(stopTimeout), // fx's stop timeout and the module's budget at once
 		fx.Supply(cfg, log, met),
-		fx.Provide(func(reg *sd.Registrar) *http.Server {
-			// The registered id: cfg.InstanceID is empty when fxmodule
-			// makes one up.
-			svc := &quoteService{instance: reg.Instance().ID, latency: latency, ledger: led}
+		fx.Provide(func() *http.Server {
+			// The handler is set here: Discovery wraps it once, when it
+			// builds, and listens on GRACEKIT_PORT (the server has no Addr).
+			svc := &quoteService{instance: cfg.InstanceID, latency: latency, ledger: led}
 			return &http.Server{Handler: newHandler(svc), ReadHeaderTimeout: 5 * time.Second}
 		}),
 		fxmodule.Discovery,
-		fx.Populate(&seq, &client, &reg),
+		fx.Populate(&p, &sess),
 	)
 	startCtx, cancel := context.WithTimeout(context.Background(), fx.DefaultTimeout)
 	defer cancel()
 	if err := app.Start(startCtx); err != nil {
 		return err
 	}
-	log.Info("serving", "port", cfg.Port, "latency", latency, "instance", reg.Instance().ID)
+	log.Info("serving", "port", p.Instance().Port, "latency", latency, "instance", p.Instance().ID)
 
 	sig := <-sigs
 	signal.Stop(sigs) // a second signal kills the process
@@ -162,6 +167,10 @@ func run(mode string) error {
 	if mode == "naive" {
 		// What teams have today: the session ends, the node goes, and the
 		// process exits with whatever is in flight.
+		client, err := sess.Client()
+		if err != nil {
+			return err
+		}
 		client.Close()
 	} else {
 		stopCtx, cancel := context.WithTimeout(context.Background(), stopTimeout)
@@ -169,7 +178,7 @@ func run(mode string) error {
 		if err := app.Stop(stopCtx); err != nil {
 			log.Error("stop", "err", err)
 		}
-		r := seq.Report()
+		r := p.Report()
 		rep.FlushTargets = len(r.Flush)
 		for _, f := range r.Flush {
 			if f.Acked {
