@@ -2,11 +2,19 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"time"
 
-	"github.com/gracekit/gracekit/internal/testbed"
+	kitendpoint "github.com/go-kit/kit/endpoint"
+
+	"github.com/gracekit/gracekit/consumer"
+	"github.com/gracekit/gracekit/provider"
+	"github.com/gracekit/gracekit/sd"
 	"github.com/gracekit/gracekit/zktest"
 )
 
@@ -16,6 +24,9 @@ import (
 func init() { register("stop", runStop) }
 
 const stopRuns = 5
+
+// stopSecret signs the flushes of the stop suite.
+var stopSecret = []byte("bench-stop-flush-secret-0123456789")
 
 func runStop() error {
 	dir, err := os.MkdirTemp("", "gracekit-bench-")
@@ -33,25 +44,23 @@ func runStop() error {
 
 	var urls []string
 	for range 2 {
-		gw, err := testbed.StartGateway(cluster.ConnectString(), "quote")
+		gw, err := startStopGateway(ctx, cluster.ConnectString(), "quote")
 		if err != nil {
 			return err
 		}
-		defer gw.Close()
-		urls = append(urls, gw.FlushURL)
+		defer gw.close()
+		urls = append(urls, gw.flushURL)
 	}
 	var took []float64
 	for i := range stopRuns {
-		p, err := testbed.StartProvider(ctx, testbed.ProviderConfig{
-			Connect: cluster.ConnectString(), Service: "quote", ID: fmt.Sprintf("idle-%d", i), FlushURL: urls,
-		})
+		p, err := startIdleProvider(ctx, cluster.ConnectString(), "quote", fmt.Sprintf("idle-%d", i), urls)
 		if err != nil {
 			return err
 		}
-		if err := p.Seq.Stop(ctx); err != nil {
+		if err := p.Stop(ctx); err != nil {
 			return err
 		}
-		rep := p.Seq.Report()
+		rep := p.Report()
 		for _, f := range rep.Flush {
 			if !f.Acked {
 				return fmt.Errorf("gateway %s did not ack: %v", f.Target, f.Err)
@@ -61,4 +70,87 @@ func runStop() error {
 	}
 	report("stop_idle_2gw", pct(took, 50), 0, "ms")
 	return nil
+}
+
+// startIdleProvider starts a provider of service on a loopback port, with
+// its own session, whose stop flushes flushURLs. It serves no route.
+func startIdleProvider(ctx context.Context, connect, service, id string, flushURLs []string) (*provider.Provider, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	sess, err := sd.NewSession(connect, sd.SessionTimeout(5*time.Second))
+	if err == nil {
+		var p *provider.Provider
+		p, err = provider.New(sess, provider.Config{
+			Instance: sd.Instance{Name: service, ID: id, Address: "127.0.0.1", Port: ln.Addr().(*net.TCPAddr).Port},
+			Server:   &http.Server{Handler: http.NotFoundHandler(), ReadHeaderTimeout: 5 * time.Second},
+			Listener: ln,
+			Flush:    provider.Flush{Secret: stopSecret, Targets: flushURLs},
+		})
+		if err == nil {
+			return p, p.Start(ctx) // a failed Start undoes what it did
+		}
+	}
+	ln.Close()
+	return nil, err
+}
+
+// stopGateway is a consumer that routes one service and accepts flushes
+// for it at flushURL, on a loopback port.
+type stopGateway struct {
+	flushURL string
+	close    func()
+}
+
+// startStopGateway starts a gateway of service, with its own session.
+func startStopGateway(ctx context.Context, connect, service string) (*stopGateway, error) {
+	sess, err := sd.NewSession(connect, sd.SessionTimeout(5*time.Second))
+	if err != nil {
+		return nil, err
+	}
+	c, err := consumer.New(sess)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Start(ctx); err != nil {
+		return nil, err
+	}
+	stopConsumer := func() { _ = c.Stop(context.Background()) }
+	// The calls are never made: the endpoint only makes the service routed,
+	// so that a flush evicts from its Endpointer.
+	noCall := func(string) (kitendpoint.Endpoint, io.Closer, error) {
+		return func(context.Context, any) (any, error) { return nil, nil }, nil, nil
+	}
+	if _, err := c.Endpoint(ctx, service, noCall); err != nil {
+		stopConsumer()
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		stopConsumer()
+		return nil, err
+	}
+	url := "http://" + ln.Addr().String() + "/flush"
+	h, err := c.FlushHandler(stopSecret, []string{url})
+	if err != nil {
+		ln.Close()
+		stopConsumer()
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/flush", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			fmt.Fprintf(os.Stderr, "bench: stop: gateway flush server: %v\n", err)
+		}
+	}()
+	return &stopGateway{flushURL: url, close: func() {
+		_ = srv.Close()
+		<-done
+		stopConsumer()
+	}}, nil
 }

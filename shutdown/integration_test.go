@@ -8,37 +8,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gracekit/gracekit/internal/testbed"
 	"github.com/gracekit/gracekit/shutdown/flush"
 	"github.com/gracekit/gracekit/zktest"
 )
 
-// A provider stopped while a gateway sends it steady load through the
-// endpoint package: no call fails, and every call in flight completes.
+// A provider stopped while a gateway (a consumer with a flush receiver)
+// sends it steady load: no call fails, and every call in flight completes.
 func TestProviderStopUnderLoadFailsNoRequest(t *testing.T) {
 	zkc := zktest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	gw, err := testbed.StartGateway(zkc.ConnectString(), "quote")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gw.Close()
-	var providers []*testbed.Provider
-	for _, id := range []string{"quote-1", "quote-2"} {
-		p, err := testbed.StartProvider(ctx, testbed.ProviderConfig{
-			Connect: zkc.ConnectString(), Service: "quote", ID: id, Latency: 20 * time.Millisecond,
-			FlushURL: []string{gw.FlushURL},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer p.Seq.Stop(context.Background())
-		providers = append(providers, p)
-	}
-	if err := gw.WaitInstances(ctx, 2); err != nil {
-		t.Fatal(err)
-	}
+	gw := startGateway(t, zkc, "quote")
+	victim := startProvider(t, zkc, "quote", "quote-1", 20*time.Millisecond, []string{gw.flushURL})
+	survivor := startProvider(t, zkc, "quote", "quote-2", 20*time.Millisecond, []string{gw.flushURL})
+	gw.waitInstances(t, 2)
 
 	// Steady load: bounded workers, each calling until told to stop.
 	var ok, failed atomic.Int64
@@ -56,7 +39,7 @@ func TestProviderStopUnderLoadFailsNoRequest(t *testing.T) {
 				default:
 				}
 				callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				_, err := gw.Call(callCtx, nil)
+				_, err := gw.call(callCtx, nil)
 				cancel()
 				if err != nil {
 					failed.Add(1)
@@ -76,9 +59,8 @@ func TestProviderStopUnderLoadFailsNoRequest(t *testing.T) {
 		}
 	}
 	waitCalls(50)
-	victim := providers[0]
 	stopCtx, stopCancel := context.WithTimeout(ctx, 15*time.Second)
-	err = victim.Seq.Stop(stopCtx)
+	err := victim.Stop(stopCtx)
 	stopCancel()
 	if err != nil {
 		t.Fatalf("stop: %v", err)
@@ -88,7 +70,7 @@ func TestProviderStopUnderLoadFailsNoRequest(t *testing.T) {
 	close(stop)
 	wg.Wait()
 
-	rep := victim.Seq.Report()
+	rep := victim.Report()
 	t.Logf("calls ok=%d failed=%d; stop took %v; flush acked=%v; after deregistration=%d; in flight at drain=%d",
 		ok.Load(), failed.Load(), rep.Duration, len(rep.Flush) == 1 && rep.Flush[0].Acked, rep.AfterDeregistration, rep.InFlightAtDrain)
 	if n := failed.Load(); n != 0 {
@@ -97,13 +79,13 @@ func TestProviderStopUnderLoadFailsNoRequest(t *testing.T) {
 	if len(rep.Flush) != 1 || !rep.Flush[0].Acked {
 		t.Fatalf("flush not acked: %+v", rep.Flush)
 	}
-	if gw.Flushes.Load() != 1 {
-		t.Fatalf("gateway evicted %d times, want 1", gw.Flushes.Load())
+	if gw.flushes.Load() != 1 {
+		t.Fatalf("gateway evicted %d times, want 1", gw.flushes.Load())
 	}
-	if n := victim.Tracker.InFlight(); n != 0 {
+	if n := victim.Tracker().InFlight(); n != 0 {
 		t.Fatalf("%d requests still in flight after the stop", n)
 	}
-	if got := gw.Endpointer.Instances(); len(got) != 1 || got[0] != providers[1].Addr {
+	if got := gw.endpointer.Instances(); len(got) != 1 || got[0] != survivor.Addr().String() {
 		t.Fatalf("gateway still balances over %v", got)
 	}
 }
@@ -115,29 +97,20 @@ func TestIdleStopWithTwoGateways(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var urls []string
-	var gws []*testbed.Gateway
+	var gws []*gateway
 	for range 2 {
-		gw, err := testbed.StartGateway(zkc.ConnectString(), "quote")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer gw.Close()
+		gw := startGateway(t, zkc, "quote")
 		gws = append(gws, gw)
-		urls = append(urls, gw.FlushURL)
+		urls = append(urls, gw.flushURL)
 	}
-	p, err := testbed.StartProvider(ctx, testbed.ProviderConfig{Connect: zkc.ConnectString(), Service: "quote", ID: "idle", FlushURL: urls})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := startProvider(t, zkc, "quote", "idle", 0, urls)
 	for _, gw := range gws {
-		if err := gw.WaitInstances(ctx, 1); err != nil {
-			t.Fatal(err)
-		}
+		gw.waitInstances(t, 1)
 	}
-	if err := p.Seq.Stop(ctx); err != nil {
+	if err := p.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rep := p.Seq.Report()
+	rep := p.Report()
 	t.Logf("idle stop with 2 gateways: %v", rep.Duration)
 	for _, s := range rep.Steps {
 		t.Logf("  %-13s %v %v", s.Step, s.Duration, s.Err)
@@ -148,11 +121,9 @@ func TestIdleStopWithTwoGateways(t *testing.T) {
 		}
 	}
 	for _, gw := range gws {
-		if err := gw.WaitInstances(ctx, 0); err != nil {
-			t.Fatal(err)
-		}
+		gw.waitInstances(t, 0)
 	}
-	if err := p.Seq.Stop(ctx); err != nil && !errors.Is(err, context.Canceled) {
+	if err := p.Stop(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatalf("a second Stop: %v", err)
 	}
 }
@@ -164,28 +135,19 @@ func TestAProviderStopsCleanlyWhenItsGatewayDoesNotRouteItsService(t *testing.T)
 	zkc := zktest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	gw, err := testbed.StartGateway(zkc.ConnectString(), "quote")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gw.Close()
-	p, err := testbed.StartProvider(ctx, testbed.ProviderConfig{
-		Connect: zkc.ConnectString(), Service: "billing", ID: "billing-1", FlushURL: []string{gw.FlushURL},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Seq.Stop(ctx); err != nil {
+	gw := startGateway(t, zkc, "quote")
+	p := startProvider(t, zkc, "billing", "billing-1", 0, []string{gw.flushURL})
+	if err := p.Stop(ctx); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
-	rep := p.Seq.Report()
+	rep := p.Report()
 	if len(rep.Flush) != 1 || !rep.Flush[0].Acked || rep.Flush[0].Result != flush.NotRouted {
 		t.Fatalf("flush reports %+v, want one acked as not routed", rep.Flush)
 	}
 	if !rep.Quiesced {
 		t.Error("the quiesce did not end on its condition")
 	}
-	if gw.Results.NotRouted.Load() != 1 || gw.Flushes.Load() != 0 {
-		t.Errorf("gateway: %d not routed, %d flushes; want 1 and 0", gw.Results.NotRouted.Load(), gw.Flushes.Load())
+	if gw.notRouted.Load() != 1 || gw.flushes.Load() != 0 {
+		t.Errorf("gateway: %d not routed, %d flushes; want 1 and 0", gw.notRouted.Load(), gw.flushes.Load())
 	}
 }
