@@ -284,6 +284,9 @@ func (p *Provider) HTTPHandler(user http.Handler) http.Handler {
 func (p *Provider) Start(ctx context.Context) error {
 	client, err := p.sess.Start(ctx)
 	if err != nil {
+		if p.cfg.Listener != nil {
+			_ = p.cfg.Listener.Close() // the Sequence, which would close it, never started
+		}
 		return fmt.Errorf("provider: %w", err)
 	}
 	reg, err := sd.NewRegistrar(client, p.cfg.Instance, append([]sd.RegistrarOption{sd.WithLogger(p.opts.logger)}, p.opts.registrar...)...)
@@ -295,6 +298,9 @@ func (p *Provider) Start(ctx context.Context) error {
 	}
 	if err != nil {
 		_ = p.sess.Stop(context.WithoutCancel(ctx))
+		if p.cfg.Listener != nil {
+			_ = p.cfg.Listener.Close() // the Sequence, which would close it, never started
+		}
 		return fmt.Errorf("provider: %w", err)
 	}
 	p.mu.Lock()
