@@ -5,6 +5,10 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.6.1
 TESTFLAGS   ?=
 BENCHFLAGS  ?=
 FUZZTIME    ?= 15s
+# The library's module, then the examples' and the benchmarks' own modules
+# (each with a replace to the library), so users inherit none of their
+# dependencies.
+MODULES     ?= . examples bench
 
 .PHONY: all zookeeper build vet lint test cover tidy bench demo chaos fuzz clean
 
@@ -15,28 +19,28 @@ zookeeper:
 	@scripts/install-zookeeper.sh
 
 build:
-	$(GO) build $(PKGS)
+	@set -e; for m in $(MODULES); do echo "build: $$m"; (cd $$m && $(GO) build $(PKGS)); done
 
 vet:
-	$(GO) vet $(PKGS)
+	@set -e; for m in $(MODULES); do echo "vet: $$m"; (cd $$m && $(GO) vet $(PKGS)); done
 
 lint: vet
-	$(GO) run $(STATICCHECK) $(PKGS)
+	@set -e; for m in $(MODULES); do (cd $$m && $(GO) run $(STATICCHECK) $(PKGS)); done
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
 
 test: zookeeper vet
-	$(GO) test -race -count=1 -timeout 20m $(TESTFLAGS) $(PKGS)
+	@set -e; for m in $(MODULES); do echo "test: $$m"; (cd $$m && $(GO) test -race -count=1 -timeout 20m $(TESTFLAGS) $(PKGS)); done
 
 cover: zookeeper
 	$(GO) test -race -count=1 -coverprofile=coverage.out $(PKGS)
 	$(GO) tool cover -func=coverage.out | tail -1
 
 tidy:
-	$(GO) mod tidy -diff
+	@set -e; for m in $(MODULES); do (cd $$m && $(GO) mod tidy -diff); done
 
 # Side-by-side benchmarks against go-kit; prints BENCH lines.
 bench: zookeeper
-	$(GO) run ./bench $(BENCHFLAGS)
+	cd bench && $(GO) run . $(BENCHFLAGS)
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
 # Runs every fuzz target for FUZZTIME each; `make test` runs their seed corpora.
@@ -50,12 +54,12 @@ fuzz:
 	done
 
 demo: zookeeper
-	$(GO) run ./examples/rollout
+	cd examples && $(GO) run ./rollout
 
 # The fault matrix under load: a 3-member ensemble, 3 providers, 2 gateways;
 # prints CHAOS lines per fault and a RESULT line (README, "make chaos").
 chaos: zookeeper
-	$(GO) run ./examples/chaos
+	cd examples && $(GO) run ./chaos
 
 clean:
 	rm -f coverage.out

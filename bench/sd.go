@@ -233,7 +233,7 @@ func measureLoad(c *zktest.Cluster, service string, n, runs int, warm bool) (loa
 			}
 		}
 		start := time.Now()
-		got, err := floorLoad(c.Addrs()[0], "/services/"+service)
+		got, err := zktest.BareLoad(c.Addrs()[0], "/services/"+service)
 		elapsed := time.Since(start)
 		if err != nil {
 			return pt, fmt.Errorf("floor: %w", err)

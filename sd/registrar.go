@@ -443,18 +443,18 @@ func (r *Registrar) markWrote(want uint64) {
 func (r *Registrar) startKeeper() {
 	ctx, cancel := context.WithCancel(context.Background())
 	r.kcancel, r.kdone, r.kick = cancel, make(chan struct{}), make(chan struct{}, 1)
-	kick := r.kick
+	sess := make(chan struct{}, 1)
 	r.unsubs = r.c.subscribe(func(ev SessionEvent) {
 		// A new connection, same session or not: check the node and write
 		// what a disconnect kept from landing.
 		if ev.State == StateHasSession || ev.State == StateExpired {
 			select {
-			case kick <- struct{}{}:
+			case sess <- struct{}{}:
 			default:
 			}
 		}
 	})
-	go r.keep(ctx, r.kdone, kick)
+	go r.keep(ctx, r.kdone, r.kick, sess)
 }
 
 // poke wakes the keeper.
@@ -484,7 +484,9 @@ func (r *Registrar) stopKeeper() {
 	r.kcancel, r.kdone, r.kick = nil, nil, nil
 }
 
-func (r *Registrar) keep(ctx context.Context, done, kick chan struct{}) {
+// keep is the keeper's loop. kick wakes it at once (SetStatus); sess after
+// reconnectSettle (a new connection).
+func (r *Registrar) keep(ctx context.Context, done, kick, sess chan struct{}) {
 	defer close(done)
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval, bo.MaxInterval = 100*time.Millisecond, 5*time.Second
@@ -515,6 +517,8 @@ func (r *Registrar) keep(ctx context.Context, done, kick chan struct{}) {
 		case <-watch:
 			watch = nil
 		case <-kick:
+		case <-sess:
+			closed = !settle(ctx, r.c.Done())
 		case <-wait:
 		}
 		if timer != nil {
@@ -674,5 +678,27 @@ func (r *Registrar) DeregisterContext(ctx context.Context) error {
 		r.logger.Info("deregistered")
 		r.emit(RegistrarEvent{Kind: EventDeregistered, Path: r.path, SessionID: stat.EphemeralOwner, Czxid: stat.Czxid})
 		return nil
+	}
+}
+
+// reconnectSettle is how long the Instancer and the Registrar wait after a
+// new connection before they read or write. go-zookeeper v1.0.4 reads its
+// last zxid, to re-send the watches, while its receive loop may write it
+// for a response that came first (go-zookeeper/zk#35, a data race the race
+// detector reports); letting its re-send go first keeps our own requests
+// from being that response. A reconnect is rare and this is short.
+const reconnectSettle = 100 * time.Millisecond
+
+// settle waits reconnectSettle; false if ctx ended or closed closed first.
+func settle(ctx context.Context, closed <-chan struct{}) bool {
+	t := time.NewTimer(reconnectSettle)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-closed:
+		return false
 	}
 }

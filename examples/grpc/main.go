@@ -7,7 +7,7 @@
 // It serves gracekit.example.Quotes/Get, hand-written over the well-known
 // StringValue message so that it needs no generated code:
 //
-//	GRACEKIT_ZK_SERVERS=127.0.0.1:2181 GRACEKIT_PORT=9090 go run ./examples/grpc
+//	GRACEKIT_ZK_SERVERS=127.0.0.1:2181 GRACEKIT_PORT=9090 go run ./grpc   # from examples/
 //
 // A consumer calls it through endpoint/grpcfactory (see that package's
 // test in shutdown/grpcstop).

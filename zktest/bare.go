@@ -1,4 +1,4 @@
-package main
+package zktest
 
 import (
 	"encoding/binary"
@@ -10,16 +10,8 @@ import (
 	"github.com/gracekit/gracekit/internal/zkwire"
 )
 
-// The floor of a load: the bare requests the server must answer for a
-// consumer to know a service, spoken on the wire with nothing around them.
-// One TCP connection and session, getChildren of the service node, then
-// every child's data with multiRead (pipelined batches of floorBatch, as
-// gracekit's bulk read sends them), and closeSession. No decoding, no
-// watches, no client library: what is left is ZooKeeper's own work and the
-// network, which no client can go below.
-
-// floorBatch matches sd's bulkBatch: reads per multiRead request.
-const floorBatch = 1000
+// bareBatch matches sd's bulkBatch: reads per multiRead request.
+const bareBatch = 1000
 
 // ZooKeeper opcodes used here.
 const (
@@ -28,9 +20,15 @@ const (
 	opMultiRead   = 22
 )
 
-// floorLoad reads service dir's children and their data from the server at
-// addr and returns how many nodes it read.
-func floorLoad(addr, dir string) (int, error) {
+// BareLoad is the floor of a service discovery load, for benchmarks: the
+// bare requests the server must answer for a consumer to know a service,
+// spoken on the wire with nothing around them. One TCP connection and
+// session to the server at addr, getChildren of dir, then every child's
+// data with multiRead (ZooKeeper 3.6+; pipelined batches of 1,000, as
+// gracekit's bulk read sends them), and closeSession. No decoding, no
+// watches, no client library: what is left is ZooKeeper's own work and the
+// network, which no client can go below. It returns how many nodes it read.
+func BareLoad(addr, dir string) (int, error) {
 	conn, err := net.DialTimeout("tcp", addr, 10*time.Second)
 	if err != nil {
 		return 0, err
@@ -46,13 +44,13 @@ func floorLoad(addr, dir string) (int, error) {
 		return 0, err
 	}
 	if zkwire.SessionOf(resp) == 0 {
-		return 0, errors.New("floor: no session")
+		return 0, errors.New("zktest: bare load: no session")
 	}
 
 	// getChildren: GetChildrenRequest{path, watch=false}.
 	req := binary.BigEndian.AppendUint32(nil, 1)
 	req = binary.BigEndian.AppendUint32(req, opGetChildren)
-	req = appendString(req, dir)
+	req = bareString(req, dir)
 	req = append(req, 0)
 	if err := zkwire.WriteFrame(conn, req); err != nil {
 		return 0, err
@@ -61,7 +59,7 @@ func floorLoad(addr, dir string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	names, err := parseChildren(1, resp)
+	names, err := bareChildren(1, resp)
 	if err != nil {
 		return 0, err
 	}
@@ -69,12 +67,12 @@ func floorLoad(addr, dir string) (int, error) {
 	// multiRead of getData, every batch sent before the first reply is read.
 	var batches [][]string
 	for len(names) > 0 {
-		n := min(len(names), floorBatch)
+		n := min(len(names), bareBatch)
 		batches = append(batches, names[:n])
 		names = names[n:]
 	}
 	for i, b := range batches {
-		if err := zkwire.WriteFrame(conn, multiReadRequest(int32(i+2), dir, b)); err != nil {
+		if err := zkwire.WriteFrame(conn, bareMultiRead(int32(i+2), dir, b)); err != nil {
 			return 0, err
 		}
 	}
@@ -84,12 +82,12 @@ func floorLoad(addr, dir string) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		got, err := countMultiRead(int32(i+2), resp)
+		got, err := bareCount(int32(i+2), resp)
 		if err != nil {
 			return 0, err
 		}
 		if got != len(b) {
-			return 0, fmt.Errorf("floor: %d results for %d reads", got, len(b))
+			return 0, fmt.Errorf("zktest: bare load: %d results for %d reads", got, len(b))
 		}
 		read += got
 	}
@@ -97,46 +95,46 @@ func floorLoad(addr, dir string) (int, error) {
 	return read, nil
 }
 
-func appendString(b []byte, s string) []byte {
+func bareString(b []byte, s string) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
 	return append(b, s...)
 }
 
-var errShort = errors.New("floor: short reply")
+var errBareShort = errors.New("zktest: bare load: short reply")
 
 // replyBody checks ReplyHeader{xid, zxid, err} and returns what follows.
-func replyBody(xid int32, b []byte) ([]byte, error) {
+func bareReply(xid int32, b []byte) ([]byte, error) {
 	if len(b) < 16 {
-		return nil, errShort
+		return nil, errBareShort
 	}
 	if got := int32(binary.BigEndian.Uint32(b[0:4])); got != xid {
-		return nil, fmt.Errorf("floor: reply %d to request %d", got, xid)
+		return nil, fmt.Errorf("zktest: bare load: reply %d to request %d", got, xid)
 	}
 	if code := int32(binary.BigEndian.Uint32(b[12:16])); code != 0 {
-		return nil, fmt.Errorf("floor: server error %d", code)
+		return nil, fmt.Errorf("zktest: bare load: server error %d", code)
 	}
 	return b[16:], nil
 }
 
 // parseChildren reads a GetChildrenResponse: a vector of strings.
-func parseChildren(xid int32, b []byte) ([]string, error) {
-	b, err := replyBody(xid, b)
+func bareChildren(xid int32, b []byte) ([]string, error) {
+	b, err := bareReply(xid, b)
 	if err != nil {
 		return nil, err
 	}
 	if len(b) < 4 {
-		return nil, errShort
+		return nil, errBareShort
 	}
 	n := int(int32(binary.BigEndian.Uint32(b[0:4])))
 	b = b[4:]
 	out := make([]string, 0, max(n, 0))
 	for range n {
 		if len(b) < 4 {
-			return nil, errShort
+			return nil, errBareShort
 		}
 		l := int(binary.BigEndian.Uint32(b[0:4]))
 		if l > len(b)-4 {
-			return nil, errShort
+			return nil, errBareShort
 		}
 		out = append(out, string(b[4:4+l]))
 		b = b[4+l:]
@@ -145,7 +143,7 @@ func parseChildren(xid int32, b []byte) ([]string, error) {
 }
 
 // multiReadRequest asks for the data of dir/name for every name.
-func multiReadRequest(xid int32, dir string, names []string) []byte {
+func bareMultiRead(xid int32, dir string, names []string) []byte {
 	b := binary.BigEndian.AppendUint32(nil, uint32(xid))
 	b = binary.BigEndian.AppendUint32(b, opMultiRead)
 	for _, n := range names {
@@ -166,16 +164,16 @@ func multiReadRequest(xid int32, dir string, names []string) []byte {
 
 // countMultiRead walks a MultiResponse of getData results and counts the
 // nodes read; a per-node error result is a failure of the floor run.
-func countMultiRead(xid int32, b []byte) (int, error) {
+func bareCount(xid int32, b []byte) (int, error) {
 	const headerLen, statLen = 9, 68
-	b, err := replyBody(xid, b)
+	b, err := bareReply(xid, b)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
 	for {
 		if len(b) < headerLen {
-			return 0, errShort
+			return 0, errBareShort
 		}
 		typ, done := int32(binary.BigEndian.Uint32(b[0:4])), b[4] != 0
 		b = b[headerLen:]
@@ -183,14 +181,14 @@ func countMultiRead(xid int32, b []byte) (int, error) {
 			return n, nil
 		}
 		if typ != opGetData {
-			return 0, fmt.Errorf("floor: result type %d in a multiRead reply", typ)
+			return 0, fmt.Errorf("zktest: bare load: result type %d in a multiRead reply", typ)
 		}
 		if len(b) < 4 {
-			return 0, errShort
+			return 0, errBareShort
 		}
 		l := max(int(int32(binary.BigEndian.Uint32(b[0:4]))), 0)
 		if l+statLen > len(b)-4 {
-			return 0, errShort
+			return 0, errBareShort
 		}
 		b = b[4+l+statLen:]
 		n++
