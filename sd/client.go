@@ -592,26 +592,6 @@ const closeWait = 5 * time.Second
 // Done is closed when Close is called.
 func (c *Client) Done() <-chan struct{} { return c.done }
 
-// do runs a ZooKeeper call and returns its error, or ctx's when ctx ends
-// first: the zk API takes no context, and a call made while disconnected
-// can wait for the whole host list, or the receive timeout, whatever the
-// caller's deadline. An abandoned call's goroutine ends when the call
-// returns; go-zookeeper bounds that by its receive timeout and by Close.
-// The caller must not read what fn writes once do has returned ctx's error.
-func (c *Client) do(ctx context.Context, fn func() error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	done := make(chan error, 1)
-	go func() { done <- fn() }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // zkLogger sends go-zookeeper's log lines to slog at debug level.
 type zkLogger struct{ l *slog.Logger }
 
