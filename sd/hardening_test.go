@@ -360,6 +360,8 @@ func TestConnectStringWithAnUnresolvableHostStillConnects(t *testing.T) {
 	}
 }
 
+// Issue 8, case 8: "::::" and other malformed servers are refused when the
+// connect string is checked (NewSession, Config checks), not at connect time.
 func TestMalformedConnectStringsAreRefusedWhenChecked(t *testing.T) {
 	for _, give := range []string{"::::", "::1", "host:0", "host:99999", "[::1:2181", ",", "host:2181//x", "ho st:2181"} {
 		t.Run(give, func(t *testing.T) {
