@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"log/slog"
-	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -143,10 +142,4 @@ func (c *cache) ready() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return !c.readAt.IsZero()
-}
-
-// isLoopback tells whether host is a loopback IP address.
-func isLoopback(host string) bool {
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.Unmap().IsLoopback()
 }

@@ -35,7 +35,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -46,6 +45,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/gracekit/gracekit/examples/internal/gwrun"
 	"github.com/gracekit/gracekit/fxmodule"
 	"github.com/gracekit/gracekit/sd"
 )
@@ -75,17 +75,10 @@ func run() error {
 	if err != nil || port < 1 || port > 65535 {
 		return fmt.Errorf("invalid %s %q (a port from 1 to 65535)", fxmodule.EnvPort, os.Getenv(fxmodule.EnvPort))
 	}
-	upstream := os.Getenv("GATEWAY_UPSTREAM")
-	if upstream == "" {
-		upstream = "quote"
-	}
-	loopbackOnly := false
-	switch v := os.Getenv("GATEWAY_LOOPBACK_ONLY"); v {
-	case "", "0":
-	case "1":
-		loopbackOnly = true
-	default:
-		return fmt.Errorf("invalid GATEWAY_LOOPBACK_ONLY %q (1, or 0 or unset)", v)
+	upstream := gwrun.Upstream()
+	loopbackOnly, err := gwrun.LoopbackOnly()
+	if err != nil {
+		return err
 	}
 	ttl := DefaultTTL
 	if v := os.Getenv("CACHE_TTL"); v != "" {
@@ -113,32 +106,17 @@ func run() error {
 	c := newCache(&zkLister{conn: conn, path: chroot + basePath + "/" + upstream, service: upstream, loopbackOnly: loopbackOnly}, ttl, m, log)
 	g := &gateway{cache: c, service: upstream, m: m, client: newClient()}
 	srv := &http.Server{Handler: g.mux(), ReadHeaderTimeout: 5 * time.Second}
-	ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(port)))
+	served, err := gwrun.Listen(srv, port)
 	if err != nil {
 		return err
 	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
 	// The first read, so that /readyz turns 200; a failure is retried on
 	// the next request.
 	if _, err := c.list(context.Background()); err != nil {
 		log.Warn("first read of the instance list", "err", err)
 	}
 	log.Info("serving", "port", port, "path", chroot+basePath+"/"+upstream, "ttl", ttl, "loopback_only", loopbackOnly)
-	select {
-	case sig := <-sigs:
-		signal.Stop(sigs) // a second signal kills the process
-		log.Info("stopping", "signal", sig.String())
-	case err := <-served:
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err = srv.Shutdown(ctx)
-	if serr := <-served; !errors.Is(serr, http.ErrServerClosed) {
-		err = errors.Join(err, serr)
-	}
-	return err
+	return served.Wait(sigs, log)
 }
 
 type nopLogger struct{}
@@ -178,7 +156,7 @@ func (l *zkLister) List(ctx context.Context) ([]target, error) {
 		if err != nil || inst.Status() == sd.StatusOutOfService || inst.Port == 0 {
 			continue
 		}
-		if l.loopbackOnly && !isLoopback(inst.Address) {
+		if l.loopbackOnly && !gwrun.IsLoopback(inst.Address) {
 			continue
 		}
 		out = append(out, target{id: inst.ID, addr: inst.HostPort()})

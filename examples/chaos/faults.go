@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gracekit/gracekit/examples/internal/drive"
 	"github.com/gracekit/gracekit/zktest"
 )
 
@@ -81,7 +82,7 @@ func (d *driver) waitRecovered(ctx context.Context, ph *phase) error {
 			return fmt.Errorf("the gateways did not route to every provider of %v within %v of the fault's end",
 				keys(ph.routeAfter), d.cfg.recoverLimit)
 		}
-		if err := sleepCtx(ctx, 10*time.Millisecond); err != nil {
+		if err := drive.SleepCtx(ctx, 10*time.Millisecond); err != nil {
 			return err
 		}
 	}
@@ -100,9 +101,9 @@ func keys(m map[string]time.Time) []string {
 // checkAlive fails when a provider or gateway ended on its own.
 func (d *driver) checkAlive(ph *phase) error {
 	for _, in := range append(append([]*instance{}, d.providers...), d.gateways...) {
-		if in.proc.exited() {
+		if in.proc.Exited() {
 			return fmt.Errorf("%s exited (%s) during the fault; its log %s ends with:\n%s",
-				in.id, in.proc.exitString(), in.proc.logPath, tail(in.proc.logPath, 20))
+				in.id, in.proc.ExitString(), in.proc.LogPath(), drive.Tail(in.proc.LogPath(), 20))
 		}
 	}
 	return nil
@@ -134,7 +135,7 @@ func (d *driver) faultLeader(ctx context.Context, ph *phase) error {
 		return err
 	}
 	logf("member %d leads %.0fms after the kill", next.ID, ms(elected))
-	if err := sleepCtx(ctx, d.cfg.leaderDown); err != nil {
+	if err := drive.SleepCtx(ctx, d.cfg.leaderDown); err != nil {
 		return err
 	}
 	if err := d.cluster.Restart(leader); err != nil {
@@ -150,7 +151,7 @@ func (d *driver) faultLeader(ctx context.Context, ph *phase) error {
 	}
 	// A session lost to the election would expire within its timeout
 	// (10 s) of the kill: look at the nodes after it.
-	if err := sleepCtx(ctx, time.Until(killAt.Add(12*time.Second))); err != nil {
+	if err := drive.SleepCtx(ctx, time.Until(killAt.Add(12*time.Second))); err != nil {
 		return err
 	}
 	after, err := d.allRegistered(ctx)
@@ -170,7 +171,7 @@ func (d *driver) faultEnsemble(ctx context.Context, ph *phase) error {
 		return err
 	}
 	downAt := time.Now()
-	if err := sleepCtx(ctx, d.cfg.ensembleDown); err != nil {
+	if err := drive.SleepCtx(ctx, d.cfg.ensembleDown); err != nil {
 		return err
 	}
 	if err := d.cluster.StartAll(); err != nil {
@@ -267,7 +268,7 @@ func (d *driver) faultPartition(ctx context.Context, ph *phase) error {
 	} else if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	if err := sleepCtx(ctx, time.Until(cutAt.Add(d.cfg.partition))); err != nil {
+	if err := drive.SleepCtx(ctx, time.Until(cutAt.Add(d.cfg.partition))); err != nil {
 		return err
 	}
 	target.proxy.Heal()
@@ -306,8 +307,8 @@ func (d *driver) faultKill(ctx context.Context, ph *phase) error {
 	ph.killedAddr = target.addr()
 	ph.killAt = time.Now()
 	logf("SIGKILL %s (%s)", target.id, ph.killedAddr)
-	target.proc.signal(syscall.SIGKILL)
-	<-target.proc.done
+	target.proc.Signal(syscall.SIGKILL)
+	<-target.proc.Done()
 	paths := map[string]string{target.id: d.nodePaths()[target.id]}
 	_, goneAt, err := d.reader.waitCzxids(ctx, paths, d.cfg.recoverLimit, func(m map[string]int64) bool { return m[target.id] == 0 })
 	if err != nil {
@@ -358,12 +359,12 @@ func (d *driver) faultRolling(ctx context.Context, ph *phase) error {
 	var stops []string
 	for _, p := range d.providers {
 		sig := time.Now()
-		killed := p.proc.stop(syscall.SIGTERM, d.cfg.stopLimit)
+		killed := p.proc.Stop(syscall.SIGTERM, d.cfg.stopLimit)
 		if killed {
 			return fmt.Errorf("%s did not stop within %v of SIGTERM; its log %s ends with:\n%s",
-				p.id, d.cfg.stopLimit, p.proc.logPath, tail(p.proc.logPath, 20))
+				p.id, d.cfg.stopLimit, p.proc.LogPath(), drive.Tail(p.proc.LogPath(), 20))
 		}
-		stopped := p.proc.exitedAt.Sub(sig)
+		stopped := p.proc.ExitedAt().Sub(sig)
 		if err := d.startInstance(p); err != nil {
 			return err
 		}
@@ -376,7 +377,7 @@ func (d *driver) faultRolling(ctx context.Context, ph *phase) error {
 			if time.Now().After(deadline) {
 				return fmt.Errorf("the gateways did not route to the restarted %s within %v", p.id, d.cfg.recoverLimit)
 			}
-			if err := sleepCtx(ctx, 10*time.Millisecond); err != nil {
+			if err := drive.SleepCtx(ctx, 10*time.Millisecond); err != nil {
 				return err
 			}
 		}

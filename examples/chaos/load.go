@@ -3,17 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
-	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/gracekit/gracekit/examples/internal/drive"
 )
 
 // sample is one request of the load.
@@ -29,26 +25,19 @@ type sample struct {
 	instance string // the provider its answer names
 }
 
-// isPost tells whether the n-th request (from 1) is a POST /api/orders: one
-// in five, so 20% of the load is non-idempotent.
-func isPost(n int64) bool { return n%5 == 0 }
-
 // idempotencyKey is the key of the n-th request of run.
 func idempotencyKey(run string, n int64) string { return fmt.Sprintf("%s-%d", run, n) }
-
-var symbols = []string{"ABC", "GKIT", "ZOO", "FX", "QTE"}
 
 // load sends rate requests per second through the gateways, in turn, from
 // a pool of workers, until stopped. It does not catch up: a request due
 // while every worker is busy is skipped (and counted), so the rate stays
 // steady rather than bursting after a stall.
 type load struct {
-	gateways  []string // base URLs
-	run       string   // prefix of the idempotency keys
-	rate      int
-	workers   int
-	client    *http.Client
-	transport *http.Transport
+	gateways []string // base URLs
+	run      string   // prefix of the idempotency keys
+	rate     int
+	workers  int
+	client   *http.Client
 
 	tokens  chan int64
 	issued  atomic.Int64
@@ -65,17 +54,9 @@ type load struct {
 }
 
 func newLoad(gateways []string, run string, rate, workers int, timeout time.Duration) *load {
-	tr := &http.Transport{
-		Proxy:               nil, // loopback only
-		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
-		MaxIdleConns:        2 * workers,
-		MaxIdleConnsPerHost: workers,
-		IdleConnTimeout:     30 * time.Second,
-		DisableCompression:  true,
-	}
 	l := &load{
 		gateways: gateways, run: run, rate: rate, workers: workers,
-		transport: tr, client: &http.Client{Transport: tr, Timeout: timeout},
+		client: drive.NewClient(workers, timeout),
 		tokens: make(chan int64, workers), stopCh: make(chan struct{}),
 		lastOK: make([]map[string]time.Time, len(gateways)),
 	}
@@ -102,7 +83,7 @@ func (l *load) stop() {
 		close(l.stopCh)
 		l.wg.Wait()
 		l.ended = time.Now()
-		l.transport.CloseIdleConnections()
+		l.client.CloseIdleConnections()
 	})
 }
 
@@ -143,41 +124,28 @@ func (l *load) worker() {
 }
 
 func (l *load) do(n int64) sample {
-	s := sample{n: n, post: isPost(n), gateway: int(n) % len(l.gateways)}
-	sym := symbols[int(n/2)%len(symbols)]
-	var req *http.Request
-	var err error
+	s := sample{n: n, post: drive.IsPost(n), gateway: int(n) % len(l.gateways)}
+	sym := drive.Symbols[int(n/2)%len(drive.Symbols)]
 	if s.post {
 		s.key = idempotencyKey(l.run, n)
-		body := fmt.Sprintf(`{"symbol":%q,"qty":%d}`, sym, 1+n%9)
-		req, err = http.NewRequestWithContext(context.Background(), http.MethodPost, l.gateways[s.gateway]+"/api/orders", strings.NewReader(body))
-		if err == nil {
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Idempotency-Key", s.key)
-		}
-	} else {
-		req, err = http.NewRequestWithContext(context.Background(), http.MethodGet, l.gateways[s.gateway]+"/api/quote?symbol="+sym, nil)
 	}
+	req, err := drive.NewRequest(context.Background(), l.gateways[s.gateway], n, sym, s.key)
 	s.at = time.Now()
 	if err != nil {
 		s.done, s.failed, s.reason = s.at, true, err.Error()
 		return s
 	}
-	resp, err := l.client.Do(req)
-	if err != nil {
-		s.done, s.failed, s.reason = time.Now(), true, transportReason(err)
-		return s
-	}
-	body, rerr := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	resp.Body.Close()
+	status, body, rerr, err := drive.Do(l.client, req)
 	s.done = time.Now()
 	switch {
-	case resp.StatusCode != http.StatusOK:
-		s.failed, s.reason = true, fmt.Sprintf("HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(body))
+	case err != nil:
+		s.failed, s.reason = true, drive.TransportReason(err)
+	case status != http.StatusOK:
+		s.failed, s.reason = true, fmt.Sprintf("HTTP %d: %s", status, bytes.TrimSpace(body))
 	case rerr != nil:
-		s.failed, s.reason = true, "reading body: "+transportReason(rerr)
+		s.failed, s.reason = true, "reading body: "+drive.TransportReason(rerr)
 	default:
-		s.instance = instanceOf(body)
+		s.instance = drive.InstanceOf(body)
 	}
 	return s
 }
@@ -209,36 +177,4 @@ func (l *load) all() []sample {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]sample(nil), l.samples...)
-}
-
-// instanceOf returns the "instance" field of a JSON answer, or "".
-func instanceOf(body []byte) string {
-	var v struct {
-		Instance string `json:"instance"`
-	}
-	if json.Unmarshal(body, &v) != nil {
-		return ""
-	}
-	return v.Instance
-}
-
-// transportReason drops the method and URL from a client error.
-func transportReason(err error) string {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		if ue.Timeout() {
-			return "timeout"
-		}
-		err = ue.Err
-	}
-	return err.Error()
-}
-
-// shorten folds white space and cuts s to n bytes.
-func shorten(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
 }

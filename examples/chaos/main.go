@@ -57,26 +57,21 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
+	"github.com/gracekit/gracekit/examples/internal/drive"
 	"github.com/gracekit/gracekit/zktest"
 )
 
@@ -183,39 +178,23 @@ func run() (code int) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	d := &driver{cfg: cfg, tmp: tmp, sup: newSupervisor(), basePath: basePathPrefix + randomHex(8), runID: randomHex(6)}
+	d := &driver{cfg: cfg, tmp: tmp, sup: drive.NewSupervisor(), basePath: basePathPrefix + drive.RandomHex(8), runID: drive.RandomHex(6)}
 
 	// Ctrl-C or SIGTERM: stop, killing every child and the ensemble; a
 	// second signal exits at once.
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	quit := make(chan struct{})
-	var sigWG sync.WaitGroup
-	sigWG.Add(1)
-	go func() {
-		defer sigWG.Done()
-		select {
-		case sig := <-sigs:
-			logf("%v: stopping every process", sig)
-			d.interrupted.Store(true)
-			cancel()
-			d.sup.KillAll()
-		case <-quit:
-			return
-		}
-		select {
-		case <-sigs:
-			d.sup.KillAll()
-			d.closeZK()
-			fmt.Fprintf(os.Stderr, "chaos: interrupted again; logs in %s\n", tmp)
-			os.Exit(130)
-		case <-quit:
-		}
-	}()
+	stopSignals := drive.OnInterrupt(func(sig os.Signal) {
+		logf("%v: stopping every process", sig)
+		d.interrupted.Store(true)
+		cancel()
+		d.sup.KillAll()
+	}, func() {
+		d.sup.KillAll()
+		d.closeZK()
+		fmt.Fprintf(os.Stderr, "chaos: interrupted again; logs in %s\n", tmp)
+		os.Exit(130)
+	})
 	defer func() {
-		close(quit)
-		sigWG.Wait()
-		signal.Stop(sigs)
+		stopSignals()
 		d.shutdown()
 		if d.interrupted.Load() {
 			code = 130
@@ -253,7 +232,7 @@ func run() (code int) {
 type driver struct {
 	cfg         config
 	tmp         string
-	sup         *supervisor
+	sup         *drive.Supervisor
 	basePath    string
 	runID       string // prefix of this run's idempotency keys
 	secret      string
@@ -278,7 +257,7 @@ type instance struct {
 	port    int
 	vars    map[string]string
 	runs    int
-	proc    *proc
+	proc    *drive.Proc
 	proxy   *zkProxy // providers only
 }
 
@@ -296,8 +275,8 @@ func (d *driver) shutdown() {
 		d.load.stop()
 	}
 	if !d.interrupted.Load() {
-		stopAll(procsOf(d.providers), 15*time.Second)
-		stopAll(procsOf(d.gateways), 15*time.Second)
+		drive.StopAll(procsOf(d.providers), 15*time.Second)
+		drive.StopAll(procsOf(d.gateways), 15*time.Second)
 	}
 	d.sup.KillAll()
 	for _, p := range d.providers {
@@ -308,8 +287,8 @@ func (d *driver) shutdown() {
 	d.closeZK()
 }
 
-func procsOf(ins []*instance) []*proc {
-	var ps []*proc
+func procsOf(ins []*instance) []*drive.Proc {
+	var ps []*drive.Proc
 	for _, in := range ins {
 		ps = append(ps, in.proc)
 	}
@@ -372,7 +351,7 @@ func (d *driver) run(ctx context.Context) ([]faultResult, string, error) {
 			ph.start = d.load.started
 		}
 		phases = append(phases, ph)
-		if err := sleepCtx(ctx, d.cfg.preRoll); err != nil {
+		if err := drive.SleepCtx(ctx, d.cfg.preRoll); err != nil {
 			return nil, "", err
 		}
 		logf("=== fault %s (%d requests so far)", name, d.load.completed())
@@ -390,14 +369,14 @@ func (d *driver) run(ctx context.Context) ([]faultResult, string, error) {
 		}
 		logf("fault %s done: recovered (routed again) %.0fms after its end", name, ms(ph.recovered.Sub(ph.end)))
 	}
-	if err := sleepCtx(ctx, d.cfg.settle); err != nil {
+	if err := drive.SleepCtx(ctx, d.cfg.settle); err != nil {
 		return nil, "", err
 	}
 	d.load.stop()
 	logf("load stopped: %d requests, %d skipped (all workers busy)", d.load.completed(), d.load.skipped.Load())
 
 	// Stop the providers before reading their ledgers.
-	stopAll(procsOf(d.providers), 15*time.Second)
+	drive.StopAll(procsOf(d.providers), 15*time.Second)
 	samples := d.load.all()
 	lg, err := readLedgers(d.ledgers)
 	if err != nil {
@@ -433,19 +412,10 @@ func (d *driver) build(ctx context.Context) error {
 		}
 		return nil
 	}
-	bin := filepath.Join(d.tmp, "bin") + string(filepath.Separator)
-	if err := os.MkdirAll(bin, 0o755); err != nil {
-		return err
-	}
-	goCmd := os.Getenv("GO")
-	if goCmd == "" {
-		goCmd = "go"
-	}
+	bin := filepath.Join(d.tmp, "bin")
 	logf("building examples/provider and examples/gateway")
-	cmd := exec.CommandContext(ctx, goCmd, "build", "-o", bin, pkgProvider, pkgGateway)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("go build %s %s: %w", pkgProvider, pkgGateway, err)
+	if err := drive.Build(ctx, bin, pkgProvider, pkgGateway); err != nil {
+		return err
 	}
 	d.bins = map[string]string{
 		providerService: filepath.Join(bin, "provider"),
@@ -460,7 +430,7 @@ func (d *driver) startAll(ctx context.Context) error {
 	if err := os.MkdirAll(filepath.Join(d.tmp, "logs"), 0o755); err != nil {
 		return err
 	}
-	d.secret = randomHex(32)
+	d.secret = drive.RandomHex(32)
 	for i := 1; i <= nGateways; i++ {
 		d.gateways = append(d.gateways, &instance{service: gatewayService, id: fmt.Sprintf("%s-%d", gatewayService, i)})
 	}
@@ -527,7 +497,7 @@ func (d *driver) startInstance(in *instance) error {
 		d.ledgers = append(d.ledgers, l)
 	}
 	logPath := filepath.Join(d.tmp, "logs", fmt.Sprintf("%s.run%d.log", in.id, in.runs))
-	p, err := d.sup.start(in.id, d.bins[in.service], []string{"-mode", "graceful"}, childEnv(os.Environ(), in.vars), logPath)
+	p, err := d.sup.Start(in.id, d.bins[in.service], []string{"-mode", "graceful"}, drive.ChildEnv(os.Environ(), in.vars), logPath)
 	if err != nil {
 		return err
 	}
@@ -537,28 +507,7 @@ func (d *driver) startInstance(in *instance) error {
 
 // waitReady polls the instance's /readyz until it answers 200.
 func waitReady(ctx context.Context, in *instance, limit time.Duration) error {
-	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
-	deadline := time.Now().Add(limit)
-	for {
-		if in.proc.exited() {
-			return fmt.Errorf("%s exited (%s) before it was ready; its log %s ends with:\n%s",
-				in.id, in.proc.exitString(), in.proc.logPath, tail(in.proc.logPath, 15))
-		}
-		if resp, err := client.Get(in.url("/readyz")); err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: /readyz not 200 within %v; its log %s ends with:\n%s",
-				in.id, limit, in.proc.logPath, tail(in.proc.logPath, 15))
-		}
-		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
-			return err
-		}
-	}
+	return drive.WaitReady(ctx, in.id, in.proc, in.url("/readyz"), limit)
 }
 
 // waitRoutes sends GET /api/quote through the gateway until its answers
@@ -570,81 +519,20 @@ func waitRoutes(ctx context.Context, gw *instance, providers int, limit time.Dur
 	last := ""
 	deadline := time.Now().Add(limit)
 	for {
-		resp, err := client.Get(gw.url("/api/quote?symbol=ABC"))
-		if err == nil {
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				if id := instanceOf(body); id != "" {
-					seen[id] = true
-				}
-			} else {
-				last = fmt.Sprintf("HTTP %d: %s", resp.StatusCode, shorten(string(body), 200))
-			}
-		} else {
-			last = err.Error()
+		if ok, id, why := drive.Probe(client, gw.url("/api/quote?symbol=ABC")); !ok {
+			last = why
+		} else if id != "" {
+			seen[id] = true
 		}
 		if len(seen) >= providers {
 			return nil
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%s routed to %d of %d providers within %v (last error: %s); its log %s ends with:\n%s",
-				gw.id, len(seen), providers, limit, last, gw.proc.logPath, tail(gw.proc.logPath, 15))
+				gw.id, len(seen), providers, limit, last, gw.proc.LogPath(), drive.Tail(gw.proc.LogPath(), 15))
 		}
-		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+		if err := drive.SleepCtx(ctx, 20*time.Millisecond); err != nil {
 			return err
 		}
 	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-// childEnv is base without any variable the driver sets itself
-// (GRACEKIT_*, PROVIDER_*, GATEWAY_*), plus vars, in a stable order.
-func childEnv(base []string, vars map[string]string) []string {
-	var env []string
-	for _, kv := range base {
-		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "GRACEKIT_") || strings.HasPrefix(k, "PROVIDER_") || strings.HasPrefix(k, "GATEWAY_") {
-			continue
-		}
-		env = append(env, kv)
-	}
-	keys := make([]string, 0, len(vars))
-	for k := range vars {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		env = append(env, k+"="+vars[k])
-	}
-	return env
-}
-
-// tail returns the last n lines of a file.
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "  (" + err.Error() + ")"
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return "  | " + strings.Join(lines, "\n  | ")
 }

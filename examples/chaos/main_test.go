@@ -31,15 +31,6 @@ func TestParseFaults(t *testing.T) {
 	}
 }
 
-func TestChildEnvReplacesTheDriversVariables(t *testing.T) {
-	got := childEnv([]string{"PATH=/bin", "GRACEKIT_ZK_SERVERS=elsewhere", "PROVIDER_LATENCY=1s", "HOME=/h"},
-		map[string]string{"GRACEKIT_PORT": "1", "GRACEKIT_ZK_SERVERS": "127.0.0.1:2"})
-	want := []string{"PATH=/bin", "HOME=/h", "GRACEKIT_PORT=1", "GRACEKIT_ZK_SERVERS=127.0.0.1:2"}
-	if !equal(got, want) {
-		t.Errorf("childEnv = %v, want %v", got, want)
-	}
-}
-
 func equal(a, b []string) bool {
 	if len(a) != len(b) {
 		return false

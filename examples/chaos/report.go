@@ -1,18 +1,15 @@
 package main
 
 import (
-	"bufio"
-	"cmp"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"math"
-	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/gracekit/gracekit/examples/internal/drive"
 )
 
 // phase is one fault with the load that ran through it: from start (a
@@ -65,39 +62,19 @@ type ledger struct {
 	files  int // ledger files found
 }
 
-// readLedgers reads every provider ledger, one key per line; a file that
-// does not exist counts as empty (its provider executed no order, or does
-// not keep a ledger).
+// readLedgers reads every provider ledger (drive.ReadLedgers); a file that
+// does not exist counts as empty.
 func readLedgers(paths []string) (ledger, error) {
 	lg := ledger{counts: map[string]int{}}
-	for _, p := range paths {
-		f, err := os.Open(p)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		} else if err != nil {
-			return lg, err
-		}
-		lg.files++
-		err = lg.read(f)
-		f.Close()
-		if err != nil {
-			return lg, fmt.Errorf("ledger %s: %w", p, err)
-		}
+	dl, err := drive.ReadLedgers(paths...)
+	if err != nil {
+		return lg, err
 	}
+	for key, execs := range dl.Execs {
+		lg.counts[key] = len(execs)
+	}
+	lg.lines, lg.files = dl.Lines, dl.Files
 	return lg, nil
-}
-
-func (lg *ledger) read(r io.Reader) error {
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		key := strings.TrimSpace(sc.Text())
-		if key == "" {
-			continue
-		}
-		lg.lines++
-		lg.counts[key]++
-	}
-	return sc.Err()
 }
 
 // phaseOf returns the index of the phase a request sent at t belongs to:
@@ -196,7 +173,7 @@ func reasonClass(s sample) string {
 	if s.post {
 		m = "POST"
 	}
-	return m + " " + shorten(s.reason, 240)
+	return m + " " + drive.Shorten(s.reason, 240)
 }
 
 func ms(d time.Duration) float64 { return math.Round(float64(d)/float64(time.Millisecond)*10) / 10 }
@@ -278,11 +255,7 @@ func writeTable(w io.Writer, rs []faultResult, ledgerNote string) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "fault\trequests\treq/s\tfailed\tcrash_failed\tduplicated\tlost\trecovered_ms\trecreated\t")
 	row := func(r faultResult, recovered, recreated string) {
-		rate := 0.0
-		if r.Duration > 0 {
-			rate = float64(r.Requests) / r.Duration.Seconds()
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%d\t%d\t%d\t%d\t%s\t%s\t\n", r.Name, r.Requests, rate, r.Failed, r.CrashFailed,
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%d\t%d\t%d\t%d\t%s\t%s\t\n", r.Name, r.Requests, drive.Rate(r.Requests, r.Duration), r.Failed, r.CrashFailed,
 			r.Duplicated, r.Lost, recovered, recreated)
 	}
 	for _, r := range rs {
@@ -314,21 +287,13 @@ func writeReasons(w io.Writer, title string, reasons map[string]int) {
 	if len(reasons) == 0 {
 		return
 	}
-	type kv struct {
-		reason string
-		n      int
-	}
-	var list []kv
-	for k, v := range reasons {
-		list = append(list, kv{k, v})
-	}
-	slices.SortFunc(list, func(a, b kv) int { return cmp.Or(b.n-a.n, strings.Compare(a.reason, b.reason)) })
+	list := drive.RankReasons(reasons)
 	fmt.Fprintf(w, "  %s:\n", title)
 	for i, e := range list {
 		if i == 5 {
 			fmt.Fprintf(w, "    ... %d more reasons\n", len(list)-5)
 			break
 		}
-		fmt.Fprintf(w, "    %5d × %s\n", e.n, e.reason)
+		fmt.Fprintf(w, "    %5d × %s\n", e.Count, e.Reason)
 	}
 }

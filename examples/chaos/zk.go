@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/gracekit/gracekit/examples/internal/drive"
 )
 
 type silentLogger struct{}
@@ -88,7 +90,7 @@ func (r *zkReader) waitCzxids(ctx context.Context, paths map[string]string, limi
 			}
 			return last, time.Time{}, errors.New("condition not met")
 		}
-		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
+		if err := drive.SleepCtx(ctx, 100*time.Millisecond); err != nil {
 			return last, time.Time{}, err
 		}
 	}

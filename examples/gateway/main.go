@@ -34,14 +34,12 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"os"
 	"os/signal"
@@ -61,6 +59,7 @@ import (
 
 	"github.com/gracekit/gracekit/consumer"
 	"github.com/gracekit/gracekit/endpoint"
+	"github.com/gracekit/gracekit/examples/internal/gwrun"
 	"github.com/gracekit/gracekit/fxmodule"
 	"github.com/gracekit/gracekit/sd"
 )
@@ -82,17 +81,10 @@ func run(mode string) error {
 	if err != nil {
 		return err
 	}
-	upstream := os.Getenv("GATEWAY_UPSTREAM")
-	if upstream == "" {
-		upstream = "quote"
-	}
-	loopbackOnly := false
-	switch v := os.Getenv("GATEWAY_LOOPBACK_ONLY"); v {
-	case "", "0":
-	case "1":
-		loopbackOnly = true
-	default:
-		return fmt.Errorf("invalid GATEWAY_LOOPBACK_ONLY %q (1, or 0 or unset)", v)
+	upstream := gwrun.Upstream()
+	loopbackOnly, err := gwrun.LoopbackOnly()
+	if err != nil {
+		return err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).
 		With("app", "gateway", "mode", mode, "self", cfg.InstanceID)
@@ -219,27 +211,12 @@ func runNaive(cfg fxmodule.Config, upstream string, loopbackOnly bool, m *metric
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(cfg.Port)))
+	served, err := gwrun.Listen(srv, cfg.Port)
 	if err != nil {
 		return err
 	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
 	log.Info("serving", "port", cfg.Port, "upstream", upstream, "path", chroot+basePath+"/"+upstream, "loopback_only", loopbackOnly)
-	select {
-	case sig := <-sigs:
-		signal.Stop(sigs) // a second signal kills the process
-		log.Info("stopping", "signal", sig.String())
-	case err := <-served:
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err = srv.Shutdown(ctx)
-	if serr := <-served; !errors.Is(serr, http.ErrServerClosed) {
-		err = errors.Join(err, serr)
-	}
-	return err
+	return served.Wait(sigs, log)
 }
 
 // curatorNode is the part of a Curator instance node the naive gateway reads.
@@ -289,7 +266,7 @@ func loopbackFactory(f kitsd.Factory, hostOf func(instance string) (string, erro
 		if err != nil {
 			return nil, nil, err
 		}
-		if ip, err := netip.ParseAddr(host); err != nil || !ip.Unmap().IsLoopback() {
+		if !gwrun.IsLoopback(host) {
 			return nil, nil, fmt.Errorf("instance address %q is not a loopback address (GATEWAY_LOOPBACK_ONLY=1): %.80q", host, instance)
 		}
 		return f(instance)

@@ -1,20 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/gracekit/gracekit/examples/internal/drive"
 )
 
 // sample is one request of the load.
@@ -30,15 +25,6 @@ type sample struct {
 	instance string // the provider named in the response, when there is one
 }
 
-// headerIdempotencyKey carries the key every POST /api/orders has.
-const headerIdempotencyKey = "Idempotency-Key"
-
-// isPost tells whether the n-th request (from 1) is a POST /api/orders: one
-// in five, so 20% of the load is non-idempotent.
-func isPost(n int64) bool { return n%5 == 0 }
-
-var symbols = []string{"ABC", "GKIT", "ZOO", "FX", "QTE"}
-
 // load is a fixed pool of workers that send requests through the
 // consumers (gateways) until stopped, until maxRequests are sent, or until
 // the context ends.
@@ -46,7 +32,6 @@ type load struct {
 	gateways    []string // base URLs, "http://127.0.0.1:port", one per consumer
 	keyPrefix   string   // of the POSTs' idempotency keys, unique per run and mode
 	client      *http.Client
-	transport   *http.Transport
 	maxRequests int64
 	deadline    time.Time // no request is sent after it
 
@@ -66,19 +51,10 @@ type load struct {
 }
 
 func newLoad(gateways []string, keyPrefix string, workers int, maxRequests int64, timeout time.Duration, deadline time.Time) *load {
-	tr := &http.Transport{
-		Proxy:               nil, // loopback only
-		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
-		MaxIdleConns:        2 * workers,
-		MaxIdleConnsPerHost: workers,
-		IdleConnTimeout:     30 * time.Second,
-		DisableCompression:  true,
-	}
 	l := &load{
 		gateways:    gateways,
 		keyPrefix:   keyPrefix,
-		transport:   tr,
-		client:      &http.Client{Transport: tr, Timeout: timeout},
+		client:      drive.NewClient(workers, timeout),
 		maxRequests: maxRequests,
 		deadline:    deadline,
 		stopCh:      make(chan struct{}),
@@ -112,7 +88,7 @@ func (l *load) stop() {
 	if l.stoppedAt.IsZero() {
 		l.stoppedAt = time.Now()
 	}
-	l.transport.CloseIdleConnections()
+	l.client.CloseIdleConnections()
 }
 
 func (l *load) worker(ctx context.Context, w int) {
@@ -157,97 +133,37 @@ func (l *load) worker(ctx context.Context, w int) {
 
 func (l *load) do(ctx context.Context, gw int, n int64) sample {
 	s := sample{at: time.Now(), post: isPost(n), consumer: gw}
-	sym := symbols[int(n)%len(symbols)]
-	var req *http.Request
-	var err error
+	sym := drive.Symbols[int(n)%len(drive.Symbols)]
 	if s.post {
-		body := fmt.Sprintf(`{"symbol":%q,"qty":%d}`, sym, 1+n%9)
-		req, err = http.NewRequestWithContext(ctx, http.MethodPost, l.gateways[gw]+"/api/orders", bytes.NewReader([]byte(body)))
-		if err == nil {
-			s.key = l.keyPrefix + strconv.FormatInt(n, 10)
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set(headerIdempotencyKey, s.key)
-		}
-	} else {
-		req, err = http.NewRequestWithContext(ctx, http.MethodGet, l.gateways[gw]+"/api/quote?symbol="+sym, nil)
+		s.key = l.keyPrefix + strconv.FormatInt(n, 10)
 	}
+	req, err := drive.NewRequest(ctx, l.gateways[gw], n, sym, s.key)
 	if err != nil {
+		s.key = ""
 		s.failed, s.reason = true, err.Error()
 		return s
 	}
-	resp, err := l.client.Do(req)
-	if err != nil {
-		s.latency = time.Since(s.at)
-		s.failed, s.reason = true, transportReason(err)
-		return s
-	}
-	body, rerr := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	resp.Body.Close()
+	status, body, rerr, err := drive.Do(l.client, req)
 	s.latency = time.Since(s.at)
 	switch {
-	case resp.StatusCode != http.StatusOK:
-		s.failed, s.reason = true, fmt.Sprintf("HTTP %d: %s", resp.StatusCode, shorten(errorOf(body), 100))
-		s.upstream = upstreamOf(body)
+	case err != nil:
+		s.failed, s.reason = true, transportReason(err)
+	case status != http.StatusOK:
+		s.failed, s.reason = true, fmt.Sprintf("HTTP %d: %s", status, drive.Shorten(drive.ErrorOf(body), 100))
+		s.upstream = drive.UpstreamOf(body)
 	case rerr != nil:
 		s.failed, s.reason = true, "reading body: "+transportReason(rerr)
 	default:
-		s.instance = instanceOf(body)
+		s.instance = drive.InstanceOf(body)
 	}
 	return s
 }
 
-// instanceOf returns the "instance" field of a JSON response, or "".
-func instanceOf(body []byte) string {
-	var v struct {
-		Instance string `json:"instance"`
-	}
-	if json.Unmarshal(body, &v) != nil {
-		return ""
-	}
-	return v.Instance
-}
+// isPost is drive.IsPost: one request in five is a POST /api/orders.
+func isPost(n int64) bool { return drive.IsPost(n) }
 
-// errorOf returns the "error" field of a JSON error body, or the body.
-func errorOf(body []byte) string {
-	var v struct {
-		Error string `json:"error"`
-	}
-	if json.Unmarshal(body, &v) != nil || v.Error == "" {
-		return string(body)
-	}
-	return v.Error
-}
-
-// upstreamOf returns the "upstream" field of a JSON error body, or "".
-func upstreamOf(body []byte) string {
-	var v struct {
-		Upstream string `json:"upstream"`
-	}
-	if json.Unmarshal(body, &v) != nil {
-		return ""
-	}
-	return v.Upstream
-}
-
-// transportReason drops the method and URL from a client error.
-func transportReason(err error) string {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		if ue.Timeout() {
-			return "timeout"
-		}
-		err = ue.Err
-	}
-	return shorten(err.Error(), 100)
-}
-
-func shorten(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
-}
+// transportReason is drive.TransportReason, shortened.
+func transportReason(err error) string { return drive.Shorten(drive.TransportReason(err), 100) }
 
 // finished tells whether the workers reached their count or time bound.
 func (l *load) finished() bool {

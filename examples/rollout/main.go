@@ -59,8 +59,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -69,8 +67,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -80,6 +76,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gracekit/gracekit/examples/internal/drive"
 	"github.com/gracekit/gracekit/zktest"
 )
 
@@ -167,44 +164,28 @@ func run() (code int) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	d := &driver{cfg: cfg, tmp: tmp, sup: newSupervisor(), basePath: basePathPrefix + randomHex(8), runID: randomHex(4), usedPorts: map[int]bool{}}
+	d := &driver{cfg: cfg, tmp: tmp, sup: drive.NewSupervisor(), basePath: basePathPrefix + drive.RandomHex(8), runID: drive.RandomHex(4), usedPorts: map[int]bool{}}
 
 	// Ctrl-C or SIGTERM: stop the scenario and kill every child at once; a
 	// second signal exits without waiting for anything else.
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	quit := make(chan struct{})
-	var sigWG sync.WaitGroup
-	sigWG.Add(1)
-	go func() {
-		defer sigWG.Done()
-		select {
-		case sig := <-sigs:
-			logf("%v: stopping every process", sig)
-			d.interrupted.Store(true)
-			cancel()
-			d.sup.KillAll()
-		case <-quit:
-			return
+	stopSignals := drive.OnInterrupt(func(sig os.Signal) {
+		logf("%v: stopping every process", sig)
+		d.interrupted.Store(true)
+		cancel()
+		d.sup.KillAll()
+	}, func() {
+		d.sup.KillAll()
+		external := d.closeZK()
+		fmt.Fprintf(os.Stderr, "rollout: interrupted again; logs in %s\n", tmp)
+		if external {
+			fmt.Fprintf(os.Stderr, "rollout: the ZooKeeper path %s may be left behind\n", d.basePath)
 		}
-		select {
-		case <-sigs:
-			d.sup.KillAll()
-			external := d.closeZK()
-			fmt.Fprintf(os.Stderr, "rollout: interrupted again; logs in %s\n", tmp)
-			if external {
-				fmt.Fprintf(os.Stderr, "rollout: the ZooKeeper path %s may be left behind\n", d.basePath)
-			}
-			os.Exit(130)
-		case <-quit:
-		}
-	}()
+		os.Exit(130)
+	})
 
 	defer func() {
 		// Every exit path: no child, no ZooKeeper left behind.
-		close(quit)
-		sigWG.Wait()
-		signal.Stop(sigs)
+		stopSignals()
 		d.sup.KillAll()
 		d.removeBasePath()
 		d.closeZK()
@@ -250,7 +231,7 @@ func run() (code int) {
 type driver struct {
 	cfg         config
 	tmp         string
-	sup         *supervisor
+	sup         *drive.Supervisor
 	basePath    string // this run's base path: basePathPrefix + random hex
 	runID       string // starts every idempotency key of the run
 	usedPorts   map[int]bool
@@ -322,19 +303,10 @@ func (d *driver) build(ctx context.Context) error {
 		}
 		return nil
 	}
-	bin := filepath.Join(d.tmp, "bin") + string(filepath.Separator)
-	if err := os.MkdirAll(bin, 0o755); err != nil {
-		return err
-	}
-	goCmd := os.Getenv("GO")
-	if goCmd == "" {
-		goCmd = "go"
-	}
+	bin := filepath.Join(d.tmp, "bin")
 	logf("building examples/provider, examples/gateway and examples/cachedgw")
-	cmd := exec.CommandContext(ctx, goCmd, "build", "-o", bin, pkgProvider, pkgGateway, pkgCached)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("go build %s %s %s: %w", pkgProvider, pkgGateway, pkgCached, err)
+	if err := drive.Build(ctx, bin, pkgProvider, pkgGateway, pkgCached); err != nil {
+		return err
 	}
 	d.bins = map[string]string{
 		providerService: filepath.Join(bin, "provider"),
@@ -390,7 +362,7 @@ type instance struct {
 	port    int
 	vars    map[string]string
 	runs    int
-	proc    *proc
+	proc    *drive.Proc
 }
 
 func (in *instance) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(in.port)) }
@@ -410,7 +382,7 @@ func (d *driver) startInstance(dir string, in *instance) error {
 		vars["PROVIDER_LEDGER"] = filepath.Join(dir, "ledger", in.procName()+".keys")
 	}
 	logPath := filepath.Join(dir, in.procName()+".log")
-	p, err := d.sup.start(in.id, d.bins[in.bin], in.args, childEnv(os.Environ(), vars), logPath)
+	p, err := d.sup.Start(in.id, d.bins[in.bin], in.args, drive.ChildEnv(os.Environ(), vars), logPath)
 	if err != nil {
 		return err
 	}
@@ -463,7 +435,7 @@ func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err
 		logf("warning: cleaning old instance nodes: %v", err)
 	}
 
-	secret := randomHex(32)
+	secret := drive.RandomHex(32)
 	for _, in := range slices.Concat(consumers, providers) {
 		if in.port, err = d.newPort(); err != nil {
 			return nil, err
@@ -495,15 +467,15 @@ func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err
 	// Whatever happens, end this mode's processes: providers first (a
 	// graceful provider flushes the gateways as it stops), then consumers.
 	defer func() {
-		procsOf := func(ins []*instance) []*proc {
-			var ps []*proc
+		procsOf := func(ins []*instance) []*drive.Proc {
+			var ps []*drive.Proc
 			for _, in := range ins {
 				ps = append(ps, in.proc)
 			}
 			return ps
 		}
-		d.sup.stopAll(procsOf(providers), 10*time.Second)
-		d.sup.stopAll(procsOf(consumers), 10*time.Second)
+		drive.StopAll(procsOf(providers), 10*time.Second)
+		drive.StopAll(procsOf(consumers), 10*time.Second)
 	}()
 
 	d.zkMu.Lock()
@@ -538,7 +510,7 @@ func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err
 	ld := newLoad(urls, fmt.Sprintf("%s-%s-", d.runID, mode), cfg.workers, cfg.maxRequests, cfg.reqTimeout, time.Now().Add(cfg.loadLimit))
 	ld.run(ctx)
 	defer ld.stop()
-	if err := sleepCtx(ctx, cfg.preRoll); err != nil {
+	if err := drive.SleepCtx(ctx, cfg.preRoll); err != nil {
 		return nil, err
 	}
 	loadStart := ld.started
@@ -551,7 +523,7 @@ func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err
 		// the requests (it never waits when stops are slower than that).
 		due := int64(i+1) * cfg.minRequests / int64(len(providers)+2)
 		for ld.completed.Load() < due && time.Since(loadStart) < cfg.loadLimit/2 {
-			if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+			if err := drive.SleepCtx(ctx, 20*time.Millisecond); err != nil {
 				return nil, err
 			}
 		}
@@ -565,15 +537,15 @@ func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err
 		old := in.proc
 		sigAt := time.Now()
 		logf("[%s] SIGTERM %s (%d requests so far, %d failed)", mode, in.id, ld.completed.Load(), ld.fails.Load())
-		killed := old.stop(syscall.SIGTERM, cfg.stopLimit)
-		st := stopResult{ID: in.id, Wall: old.exitedAt.Sub(sigAt), Killed: killed, Exit: old.exitString()}
-		rep, rerr := stopReportFile(old.logPath)
+		killed := old.Stop(syscall.SIGTERM, cfg.stopLimit)
+		st := stopResult{ID: in.id, Wall: old.ExitedAt().Sub(sigAt), Killed: killed, Exit: old.ExitString()}
+		rep, rerr := stopReportFile(old.LogPath())
 		st.Report = rep
 		switch {
 		case rerr != nil:
 			st.ReportErr = rerr.Error()
 		case rep == nil:
-			st.ReportErr = "no STOPREPORT line on stdout; stop time is the wall time (see " + old.logPath + ")"
+			st.ReportErr = "no STOPREPORT line on stdout; stop time is the wall time (see " + old.LogPath() + ")"
 		}
 		if killed {
 			logf("[%s] %s did not exit within %v: killed", mode, in.id, cfg.stopLimit)
@@ -611,7 +583,7 @@ func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err
 				logf("[%s] warning: the gateways did not route to %s within 10s of /readyz", mode, in.id)
 				break
 			}
-			if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+			if err := drive.SleepCtx(ctx, 20*time.Millisecond); err != nil {
 				return nil, err
 			}
 			back = time.Now()
@@ -631,15 +603,15 @@ func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err
 	// One crash: kill -9 a provider under load. Nothing can drain it.
 	var crash *crashInfo
 	if res.Invalid == "" && !cfg.noCrash && !ld.finished() {
-		if err := sleepCtx(ctx, cfg.preCrash); err != nil {
+		if err := drive.SleepCtx(ctx, cfg.preCrash); err != nil {
 			return nil, err
 		}
 		victim := providers[1]
 		crash = &crashInfo{ID: victim.id, Proc: victim.procName(), Addr: victim.addr(), At: time.Now()}
 		logf("[%s] kill -9 %s (%s) (%d requests so far, %d failed)", mode, victim.id, crash.Addr, ld.completed.Load(), ld.fails.Load())
-		victim.proc.stop(syscall.SIGKILL, 5*time.Second)
-		res.CrashExit = victim.proc.exitString()
-		if err := sleepCtx(ctx, cfg.postCrash); err != nil {
+		victim.proc.Stop(syscall.SIGKILL, 5*time.Second)
+		res.CrashExit = victim.proc.ExitString()
+		if err := drive.SleepCtx(ctx, cfg.postCrash); err != nil {
 			return nil, err
 		}
 	}
@@ -650,7 +622,7 @@ func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err
 			logf("[%s] warning: the load stopped at its bound with %d requests", mode, ld.completed.Load())
 			break
 		}
-		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
+		if err := drive.SleepCtx(ctx, 50*time.Millisecond); err != nil {
 			return nil, err
 		}
 	}
@@ -686,28 +658,7 @@ func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err
 
 // waitReady polls the instance's /readyz until it answers 200.
 func waitReady(ctx context.Context, in *instance, limit time.Duration) error {
-	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
-	deadline := time.Now().Add(limit)
-	for {
-		if in.proc.exited() {
-			return fmt.Errorf("%s exited (%s) before it was ready; its log %s ends with:\n%s",
-				in.id, in.proc.exitString(), in.proc.logPath, tail(in.proc.logPath, 15))
-		}
-		if resp, err := client.Get(in.url("/readyz")); err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: /readyz not 200 within %v; its log %s ends with:\n%s",
-				in.id, limit, in.proc.logPath, tail(in.proc.logPath, 15))
-		}
-		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
-			return err
-		}
-	}
+	return drive.WaitReady(ctx, in.id, in.proc, in.url("/readyz"), limit)
 }
 
 // waitRoutes sends GET /api/quote through the gateway until it answers 200
@@ -721,20 +672,13 @@ func waitRoutes(ctx context.Context, gw *instance, providers int, limit time.Dur
 	last := ""
 	deadline := time.Now().Add(limit)
 	for {
-		resp, err := client.Get(gw.url("/api/quote?symbol=ABC"))
-		if err == nil {
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				ok++
-				if id := instanceOf(body); id != "" {
-					seen[id] = true
-				}
-			} else {
-				last = fmt.Sprintf("HTTP %d: %s", resp.StatusCode, shorten(string(body), 200))
-			}
+		if answered, id, why := drive.Probe(client, gw.url("/api/quote?symbol=ABC")); !answered {
+			last = why
 		} else {
-			last = err.Error()
+			ok++
+			if id != "" {
+				seen[id] = true
+			}
 		}
 		if len(seen) >= providers || (len(seen) == 0 && ok >= 30) {
 			return nil
@@ -745,67 +689,12 @@ func waitRoutes(ctx context.Context, gw *instance, providers int, limit time.Dur
 				return nil
 			}
 			return fmt.Errorf("%s: GET /api/quote never answered 200 within %v (last: %s); its log %s ends with:\n%s",
-				gw.id, limit, last, gw.proc.logPath, tail(gw.proc.logPath, 15))
+				gw.id, limit, last, gw.proc.LogPath(), drive.Tail(gw.proc.LogPath(), 15))
 		}
-		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+		if err := drive.SleepCtx(ctx, 20*time.Millisecond); err != nil {
 			return err
 		}
 	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-// childEnv is base without any variable the demo sets itself (GRACEKIT_*,
-// PROVIDER_*, GATEWAY_*), plus vars, in a stable order.
-func childEnv(base []string, vars map[string]string) []string {
-	var env []string
-	for _, kv := range base {
-		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "GRACEKIT_") || strings.HasPrefix(k, "PROVIDER_") || strings.HasPrefix(k, "GATEWAY_") {
-			continue
-		}
-		if _, ok := vars[k]; ok {
-			continue
-		}
-		env = append(env, kv)
-	}
-	keys := make([]string, 0, len(vars))
-	for k := range vars {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		env = append(env, k+"="+vars[k])
-	}
-	return env
-}
-
-// tail returns the last n lines of a file.
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "  (" + err.Error() + ")"
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return "  | " + strings.Join(lines, "\n  | ")
 }
 
 // retryMetric is the retry counter of each consumer's /metrics.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +13,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/gracekit/gracekit/examples/internal/drive"
 )
 
 // stopReport is the STOPREPORT line a provider prints when it exits
@@ -173,24 +174,15 @@ type ledger map[string][]string
 
 // readLedgers reads every "<process>.keys" file of dir.
 func readLedgers(dir string) (ledger, error) {
-	l := ledger{}
 	files, err := filepath.Glob(filepath.Join(dir, "*.keys"))
 	if err != nil {
 		return nil, err
 	}
-	for _, f := range files {
-		proc := strings.TrimSuffix(filepath.Base(f), ".keys")
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return nil, err
-		}
-		for key := range strings.SplitSeq(string(b), "\n") {
-			if key = strings.TrimSpace(key); key != "" {
-				l[key] = append(l[key], proc)
-			}
-		}
+	lg, err := drive.ReadLedgers(files...)
+	if err != nil {
+		return nil, err
 	}
-	return l, nil
+	return ledger(lg.Execs), nil
 }
 
 // summarize fills the request statistics of r from the samples, the
@@ -275,12 +267,9 @@ func (r *modeResult) summarize(samples []sample, elapsed time.Duration, names []
 		r.Total.Max = all[len(all)-1]
 	}
 	r.Reasons = r.Reasons[:0]
-	for reason, n := range reasons {
-		r.Reasons = append(r.Reasons, reasonCount{reason, n})
+	for _, rc := range drive.RankReasons(reasons) {
+		r.Reasons = append(r.Reasons, reasonCount(rc))
 	}
-	slices.SortFunc(r.Reasons, func(a, b reasonCount) int {
-		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Reason, b.Reason))
-	})
 }
 
 // MaxStopMS is the longest provider stop of the rolling restart.
@@ -331,12 +320,8 @@ func verdict(r *modeResult) string {
 
 // writeTable prints the readable report of a mode.
 func writeTable(w io.Writer, r *modeResult) {
-	rate := 0.0
-	if r.Elapsed > 0 {
-		rate = float64(r.Requests()) / r.Elapsed.Seconds()
-	}
 	fmt.Fprintf(w, "=== mode %s: %d requests in %.1fs (%.0f req/s), %d workers over %d consumers, provider latency %v\n",
-		r.Mode, r.Requests(), r.Elapsed.Seconds(), rate, r.Workers, len(r.Consumers), r.Latency)
+		r.Mode, r.Requests(), r.Elapsed.Seconds(), drive.Rate(r.Requests(), r.Elapsed), r.Workers, len(r.Consumers), r.Latency)
 	if r.Invalid != "" {
 		fmt.Fprintf(w, "  INVALID: %s\n", r.Invalid)
 	}

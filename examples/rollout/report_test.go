@@ -263,36 +263,6 @@ func TestReadLedgers(t *testing.T) {
 	}
 }
 
-func TestIsPostIsOneInFive(t *testing.T) {
-	n := 0
-	for i := int64(1); i <= 5000; i++ {
-		if isPost(i) {
-			n++
-		}
-	}
-	if n != 1000 {
-		t.Errorf("%d POSTs in 5000, want 1000", n)
-	}
-}
-
-func TestChildEnv(t *testing.T) {
-	base := []string{"PATH=/bin", "GRACEKIT_PORT=1", "PROVIDER_LATENCY=1s", "GATEWAY_UPSTREAM=x", "HOME=/h"}
-	got := childEnv(base, map[string]string{"GRACEKIT_SERVICE": "quote", "HOME": "/other"})
-	want := []string{"PATH=/bin", "GRACEKIT_SERVICE=quote", "HOME=/other"}
-	if !slices.Equal(got, want) {
-		t.Errorf("childEnv = %v, want %v", got, want)
-	}
-}
-
-func TestInstanceOf(t *testing.T) {
-	if got := instanceOf([]byte(`{"symbol":"ABC","price":12.34,"instance":"quote-1"}`)); got != "quote-1" {
-		t.Errorf("instanceOf = %q", got)
-	}
-	if got := instanceOf([]byte(`not json`)); got != "" {
-		t.Errorf("instanceOf(not json) = %q", got)
-	}
-}
-
 func TestParseCounter(t *testing.T) {
 	text := `# HELP gateway_retries_total Attempts beyond the first.
 # TYPE gateway_retries_total counter

@@ -38,12 +38,3 @@ func TestCheckOwnPath(t *testing.T) {
 		t.Errorf("deleteTree(/services): %v", err)
 	}
 }
-
-func TestChildEnvSetsTheRunsBasePath(t *testing.T) {
-	base := []string{"PATH=/bin", "GRACEKIT_BASE_PATH=/services", "GATEWAY_LOOPBACK_ONLY=0"}
-	env := childEnv(base, map[string]string{"GRACEKIT_BASE_PATH": "/gracekit-demo-ab", "GATEWAY_LOOPBACK_ONLY": "1"})
-	got := strings.Join(env, " ")
-	if want := "PATH=/bin GATEWAY_LOOPBACK_ONLY=1 GRACEKIT_BASE_PATH=/gracekit-demo-ab"; got != want {
-		t.Errorf("childEnv = %s, want %s", got, want)
-	}
-}
