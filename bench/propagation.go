@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	kitendpoint "github.com/go-kit/kit/endpoint"
@@ -101,21 +100,11 @@ func routed(gws []*gateway, n int, timeout time.Duration) error {
 }
 
 func runPropagation() error {
-	dir, err := os.MkdirTemp("", "gracekit-bench-")
+	cluster, writer, done, err := benchServer()
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	cluster, err := zktest.Start(dir, zktest.JVMArgs("-Xmx1g"))
-	if err != nil {
-		return err
-	}
-	defer cluster.Close()
-	writer, _, err := zk.Connect(cluster.Addrs(), 30*time.Second, zk.WithLogInfo(false), zk.WithLogger(quiet{}))
-	if err != nil {
-		return err
-	}
-	defer writer.Close()
+	defer done()
 
 	type side struct {
 		service string

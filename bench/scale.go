@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	kitsd "github.com/go-kit/kit/sd"
 	kitzk "github.com/go-kit/kit/sd/zk"
 	"github.com/go-kit/log"
-	"github.com/go-zookeeper/zk"
 
 	"github.com/gracekit/gracekit/sd"
 	"github.com/gracekit/gracekit/zktest"
@@ -46,21 +44,11 @@ type scaleSide struct {
 }
 
 func runScale() error {
-	dir, err := os.MkdirTemp("", "gracekit-bench-")
+	cluster, writer, done, err := benchServer()
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	cluster, err := zktest.Start(dir, zktest.JVMArgs("-Xmx1g"))
-	if err != nil {
-		return err
-	}
-	defer cluster.Close()
-	writer, _, err := zk.Connect(cluster.Addrs(), 30*time.Second, zk.WithLogInfo(false), zk.WithLogger(quiet{}))
-	if err != nil {
-		return err
-	}
-	defer writer.Close()
+	defer done()
 	const service = "scale"
 	if err := populate(writer, service, scaleN); err != nil {
 		return err

@@ -31,23 +31,11 @@ const (
 )
 
 func runSD() error {
-	dir, err := os.MkdirTemp("", "gracekit-bench-")
+	cluster, writer, done, err := benchServer()
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	// A server at full speed (JIT fully on), unlike the quick-start test default.
-	cluster, err := zktest.Start(dir, zktest.JVMArgs("-Xmx1g"))
-	if err != nil {
-		return err
-	}
-	defer cluster.Close()
-
-	writer, _, err := zk.Connect(cluster.Addrs(), 30*time.Second, zk.WithLogInfo(false), zk.WithLogger(quiet{}))
-	if err != nil {
-		return err
-	}
-	defer writer.Close()
+	defer done()
 
 	// Small N repeat (median of loadRuns after a warm-up round); 10,000
 	// runs once, on a server the smaller loads have warmed up.

@@ -306,11 +306,9 @@ func (in *Instancer) apply(w *changes) error {
 			return err
 		}
 	}
-	if full && !in.opts.noBulk && len(w.data) >= bulkMin {
-		in.bulkLoad(w)
-	}
+	bulked := full && !in.opts.noBulk && len(w.data) >= bulkMin && in.bulkLoad(w)
 	if len(w.data) > 0 {
-		if err := in.fetch(w); err != nil {
+		if err := in.fetch(w, bulked); err != nil {
 			return err
 		}
 	}
@@ -438,8 +436,9 @@ const bulkMin = 16
 // bulkLoad reads the children in w.data with multiRead and, when every one
 // was read, publishes that complete set at once. The watches are armed by
 // the per-node reads that follow, which also catch any change in between.
-// On any failure it does nothing: those reads load the set as well.
-func (in *Instancer) bulkLoad(w *changes) {
+// On any failure it does nothing and returns false: those reads load the
+// set as well.
+func (in *Instancer) bulkLoad(w *changes) bool {
 	names := make([]string, 0, len(w.data))
 	for n := range w.data {
 		names = append(names, n)
@@ -455,11 +454,11 @@ func (in *Instancer) bulkLoad(w *changes) {
 	res, err := bulkRead(in.ctx, dial, in.c.conn.Server(), paths, in.c.SessionTimeout())
 	if err != nil {
 		in.logger.Debug("bulk read failed; reading node by node", "err", err)
-		return
+		return false
 	}
 	for _, r := range res {
 		if !r.ok {
-			return // gone or unreadable: the set would not be complete
+			return false // gone or unreadable: the set would not be complete
 		}
 	}
 	// Decoding Curator JSON costs more than the reads: spread it over the
@@ -486,6 +485,7 @@ func (in *Instancer) bulkLoad(w *changes) {
 		in.entries[n] = e
 	}
 	in.publishLocked()
+	return true
 }
 
 type fetched struct {
@@ -501,8 +501,10 @@ func nodeError(err error) bool {
 }
 
 // fetch reads the children in w.data concurrently over the one connection
-// and arms a data watch on each that has none.
-func (in *Instancer) fetch(w *changes) error {
+// and arms a data watch on each that has none. After a bulk load (bulked),
+// the data is already there: a node's watch is armed with exists, and its
+// data read again only if it changed since.
+func (in *Instancer) fetch(w *changes, bulked bool) error {
 	names := make([]string, 0, len(w.data))
 	for n := range w.data {
 		names = append(names, n)
@@ -528,6 +530,18 @@ func (in *Instancer) fetch(w *changes) error {
 				}
 				r := &results[i]
 				r.name = names[i]
+				if k := known[i]; bulked && k != nil && k.ok {
+					stat, err := in.arm(names[i])
+					if err == nil && stat.Czxid == k.czxid && stat.Version == k.version {
+						r.entry = k
+						continue
+					}
+					if err != nil && !nodeError(err) {
+						r.err = err // gone, or the connection failed
+						continue
+					}
+					// Changed since the bulk read: read it (its watch is armed).
+				}
 				data, stat, err := in.read(names[i])
 				r.err = err
 				switch {
@@ -569,6 +583,33 @@ func (in *Instancer) fetch(w *changes) error {
 	}
 	in.mu.Unlock()
 	return firstErr
+}
+
+// arm arms a data watch on a child unless one is armed, and returns its
+// stat; zk.ErrNoNode when it is gone.
+func (in *Instancer) arm(name string) (*zk.Stat, error) {
+	in.mu.Lock()
+	armed := in.watched[name]
+	in.watched[name] = true // before the call: its event may come before the answer
+	in.mu.Unlock()
+	p := path.Join(in.dir, name)
+	var exists bool
+	var stat *zk.Stat
+	var err error
+	if armed {
+		exists, stat, err = in.c.conn.Exists(p)
+	} else {
+		exists, stat, _, err = in.c.conn.ExistsW(p)
+	}
+	if err == nil && !exists {
+		err = zk.ErrNoNode
+	}
+	if err != nil && !armed {
+		in.mu.Lock()
+		delete(in.watched, name) // no data watch (a missing node gets an exists watch, whose event re-reads it)
+		in.mu.Unlock()
+	}
+	return stat, err
 }
 
 // read gets a child's data, arming a data watch unless one is armed.

@@ -3,7 +3,6 @@ package shutdown_test
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -134,39 +133,22 @@ func newGateway(t *testing.T) (*httptest.Server, *evictions) {
 	return srv, ev
 }
 
-// downURL returns the URL of a gateway that is down: nothing listens.
-func downURL(t *testing.T) string {
-	t.Helper()
-	srv := httptest.NewServer(http.NotFoundHandler())
-	u := srv.URL + "/flush"
-	srv.Close()
-	return u
-}
-
-// newSlowGateway starts a gateway that never answers until the caller
-// gives up.
-func newSlowGateway(t *testing.T) *httptest.Server {
-	t.Helper()
-	release := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body) // lets the server notice a closed connection
-		select {
-		case <-r.Context().Done():
-		case <-release:
+// getAsync GETs url on a connection of its own in a goroutine and sends
+// the response (its body closed), or nil after reporting the error. The
+// caller receives from the channel before the test ends.
+func getAsync(t *testing.T, url string) <-chan *http.Response {
+	out := make(chan *http.Response, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		req.Close = true
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			out <- nil
+			return
 		}
-	}))
-	t.Cleanup(srv.Close)
-	t.Cleanup(func() { close(release) }) // runs first
-	return srv
-}
-
-func do(t *testing.T, req *http.Request) *http.Response {
-	t.Helper()
-	req.Close = true // leave no idle connection behind for goleak
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
-	return resp
+		_ = resp.Body.Close()
+		out <- resp
+	}()
+	return out
 }

@@ -27,19 +27,7 @@ func TestSequenceStopWithAnExpiredContextStillUnreadiesAndDrains(t *testing.T) {
 	if err := p.seq.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	slow := make(chan *http.Response, 1)
-	go func() {
-		req, _ := http.NewRequest(http.MethodGet, "http://"+p.seq.Addr().String()+"/slow", nil)
-		req.Close = true
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Error(err)
-			slow <- nil
-			return
-		}
-		_ = resp.Body.Close()
-		slow <- resp
-	}()
+	slow := getAsync(t, "http://"+p.seq.Addr().String()+"/slow")
 	<-entered
 
 	ctx, cancel := context.WithCancel(context.Background())

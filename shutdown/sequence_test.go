@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gracekit/gracekit/endpoint"
+	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/lifecycle"
 	"github.com/gracekit/gracekit/shutdown"
 	"github.com/gracekit/gracekit/shutdown/flush"
@@ -103,7 +104,7 @@ func (p *provider) trace(phase lifecycle.Phase) string {
 func (p *provider) get(t *testing.T, path string) *http.Response {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, "http://"+p.seq.Addr().String()+path, nil)
-	return do(t, req)
+	return testutil.Do(t, req)
 }
 
 const stopOrder = "readiness status registration flush quiesce serve listen session"
@@ -237,10 +238,10 @@ func TestSequenceStopFailuresNeverSkipDeregisterAndClose(t *testing.T) {
 func TestSequenceStopWithAGatewayDownOrSlow(t *testing.T) {
 	tests := []struct {
 		name string
-		give func(t *testing.T) string
+		give func(testing.TB) string
 	}{
-		{name: "a gateway that is down is named in the report", give: downURL},
-		{name: "a slow gateway is named in the report", give: func(t *testing.T) string { return newSlowGateway(t).URL + "/flush" }},
+		{name: "a gateway that is down is named in the report", give: testutil.DownURL},
+		{name: "a slow gateway is named in the report", give: func(tb testing.TB) string { return testutil.SlowServer(tb).URL + "/flush" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -308,19 +309,7 @@ func TestSequenceReportsRequestsAfterDeregistrationAndInFlight(t *testing.T) {
 	if err := p.seq.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	slow := make(chan *http.Response, 1)
-	go func() {
-		req, _ := http.NewRequest(http.MethodGet, "http://"+p.seq.Addr().String()+"/slow", nil)
-		req.Close = true
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Error(err)
-			slow <- nil
-			return
-		}
-		_ = resp.Body.Close()
-		slow <- resp
-	}()
+	slow := getAsync(t, "http://"+p.seq.Addr().String()+"/slow")
 	<-entered
 	if err := p.seq.Stop(context.Background()); err != nil {
 		t.Fatalf("Stop: %v", err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gracekit/gracekit/endpoint"
+	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/shutdown"
 )
 
@@ -84,7 +85,7 @@ func TestTrackerMiddlewareSetsTheClosingHeaderWhileDraining(t *testing.T) {
 			srv := httptest.NewServer(tr.Middleware(tt.give))
 			defer srv.Close()
 			req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
-			resp := do(t, req)
+			resp := testutil.Do(t, req)
 			if got := resp.Header.Get(endpoint.ClosingHeader); got != tt.want {
 				t.Errorf("%s = %q, want %q", endpoint.ClosingHeader, got, tt.want)
 			}

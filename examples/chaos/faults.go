@@ -238,14 +238,7 @@ func (d *driver) faultSession(ctx context.Context, ph *phase) error {
 	}
 	logf("%s registered again %.0fms after the expiry", target.id, ms(again.Sub(ph.end)))
 	ph.note = fmt.Sprintf("%s session 0x%x expired; registered again after %.0fms", target.id, id, ms(again.Sub(ph.end)))
-	ph.routeAfter = d.routeAll(ph.end)
-	ph.routeAfter[target.id] = again
-	if err := d.waitRecovered(ctx, ph); err != nil {
-		return err
-	}
-	after, err := d.allRegistered(ctx)
-	ph.flapped = changed(d.providerIDs(), before, after)
-	return err
+	return d.recoverReregistered(ctx, ph, target, again, before)
 }
 
 // faultPartition cuts the second provider off from ZooKeeper, longer
@@ -285,14 +278,7 @@ func (d *driver) faultPartition(ctx context.Context, ph *phase) error {
 	logf("%s registered again %.0fms after the heal (%s)", target.id, ms(again.Sub(ph.end)), gone)
 	ph.note = fmt.Sprintf("%s cut off %.1fs, %s; registered again %.0fms after the heal",
 		target.id, ph.end.Sub(cutAt).Seconds(), gone, ms(again.Sub(ph.end)))
-	ph.routeAfter = d.routeAll(ph.end)
-	ph.routeAfter[target.id] = again
-	if err := d.waitRecovered(ctx, ph); err != nil {
-		return err
-	}
-	after, err := d.allRegistered(ctx)
-	ph.flapped = changed(d.providerIDs(), before, after)
-	return err
+	return d.recoverReregistered(ctx, ph, target, again, before)
 }
 
 // faultKill kills the third provider with SIGKILL, waits until its node
@@ -394,6 +380,20 @@ func (d *driver) faultRolling(ctx context.Context, ph *phase) error {
 	}
 	logf("member %d back after %.1fs", member.ID, time.Since(memberDown).Seconds())
 	ph.note = fmt.Sprintf("member %d down %.1fs; graceful stops: %v", member.ID, time.Since(memberDown).Seconds(), stops)
+	after, err := d.allRegistered(ctx)
+	ph.flapped = changed(d.providerIDs(), before, after)
+	return err
+}
+
+// recoverReregistered ends a fault after which target registered again at
+// again: every provider must be routed to after the fault's end (target
+// after its new registration), and the nodes are compared with before.
+func (d *driver) recoverReregistered(ctx context.Context, ph *phase, target *instance, again time.Time, before map[string]int64) error {
+	ph.routeAfter = d.routeAll(ph.end)
+	ph.routeAfter[target.id] = again
+	if err := d.waitRecovered(ctx, ph); err != nil {
+		return err
+	}
 	after, err := d.allRegistered(ctx)
 	ph.flapped = changed(d.providerIDs(), before, after)
 	return err

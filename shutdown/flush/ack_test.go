@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/shutdown/flush"
 )
 
@@ -40,7 +41,7 @@ func TestAFlushWhoseContentTypeIsNotJSONIsRefusedWith415(t *testing.T) {
 			} else {
 				req.Header.Set("Content-Type", tt.give)
 			}
-			if code := do(t, req).StatusCode; code != tt.want {
+			if code := testutil.Do(t, req).StatusCode; code != tt.want {
 				t.Errorf("status %d, want %d", code, tt.want)
 			}
 			if tt.want != http.StatusOK && ev.count() != 0 {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/shutdown/flush"
 )
 
@@ -111,7 +112,7 @@ func TestHandlerRefusesBadRequestsAndEvictsNothing(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			gw, ev := newGateway(t)
-			resp := do(t, tt.give(gw.URL))
+			resp := testutil.Do(t, tt.give(gw.URL))
 			if resp.StatusCode != tt.want {
 				t.Errorf("status = %d, want %d", resp.StatusCode, tt.want)
 			}
@@ -130,10 +131,10 @@ func TestHandlerRefusesAReplay(t *testing.T) {
 	gw, ev := newGateway(t)
 	body := []byte(`{"service":"orders","id":"orders-1","address":"10.0.0.7","port":8080,"czxid":7,"target":"` + gw.URL + `"}`)
 	now := time.Now()
-	if resp := do(t, signedRaw(t, gw.URL, secret, body, now, "nonce-1")); resp.StatusCode != http.StatusOK {
+	if resp := testutil.Do(t, signedRaw(t, gw.URL, secret, body, now, "nonce-1")); resp.StatusCode != http.StatusOK {
 		t.Fatalf("first request: status %d", resp.StatusCode)
 	}
-	if resp := do(t, signedRaw(t, gw.URL, secret, body, now, "nonce-1")); resp.StatusCode != http.StatusUnauthorized {
+	if resp := testutil.Do(t, signedRaw(t, gw.URL, secret, body, now, "nonce-1")); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("replay: status %d, want 401", resp.StatusCode)
 	}
 	if n := ev.count(); n != 1 {
@@ -144,7 +145,7 @@ func TestHandlerRefusesAReplay(t *testing.T) {
 func TestHandlerIsIdempotentOnValidRepeats(t *testing.T) {
 	gw, ev := newGateway(t)
 	for i := range 3 {
-		if resp := do(t, signedRequest(t, gw.URL, secret, self, time.Now())); resp.StatusCode != http.StatusOK {
+		if resp := testutil.Do(t, signedRequest(t, gw.URL, secret, self, time.Now())); resp.StatusCode != http.StatusOK {
 			t.Fatalf("request %d: status %d", i, resp.StatusCode)
 		}
 	}
@@ -159,7 +160,7 @@ func TestHandlerIsIdempotentOnValidRepeats(t *testing.T) {
 func TestHandlerAnswers500WhenEvictFails(t *testing.T) {
 	gw, ev := newGateway(t)
 	ev.fail = errors.New("instancer stopped")
-	if resp := do(t, signedRequest(t, gw.URL, secret, self, time.Now())); resp.StatusCode != http.StatusInternalServerError {
+	if resp := testutil.Do(t, signedRequest(t, gw.URL, secret, self, time.Now())); resp.StatusCode != http.StatusInternalServerError {
 		t.Errorf("status %d, want 500", resp.StatusCode)
 	}
 }

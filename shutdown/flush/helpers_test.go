@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -85,32 +84,6 @@ func unstarted(t *testing.T) (*httptest.Server, string) {
 	return srv, "http://" + srv.Listener.Addr().String()
 }
 
-// downURL returns the URL of a gateway that is down: nothing listens.
-func downURL(t *testing.T) string {
-	t.Helper()
-	srv := httptest.NewServer(http.NotFoundHandler())
-	u := srv.URL + "/flush"
-	srv.Close()
-	return u
-}
-
-// newSlowGateway starts a gateway that never answers until the caller
-// gives up.
-func newSlowGateway(t *testing.T) *httptest.Server {
-	t.Helper()
-	release := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body) // lets the server notice a closed connection
-		select {
-		case <-r.Context().Done():
-		case <-release:
-		}
-	}))
-	t.Cleanup(srv.Close)
-	t.Cleanup(func() { close(release) }) // runs first
-	return srv
-}
-
 // request returns the flush request for inst's registration czxid, meant
 // for target.
 func request(inst flush.Self, czxid int64, target string) flush.Request {
@@ -151,15 +124,4 @@ func signedRaw(t *testing.T, url string, key, body []byte, ts time.Time, nonce s
 	req.Header.Set(flush.HeaderNonce, nonce)
 	req.Header.Set(flush.HeaderSignature, flush.Sign(key, sts, nonce, body))
 	return req
-}
-
-func do(t *testing.T, req *http.Request) *http.Response {
-	t.Helper()
-	req.Close = true // leave no idle connection behind for goleak
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
-	return resp
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/shutdown/flush"
 )
 
@@ -115,8 +116,8 @@ func TestNotifierReportsTargetsThatDoNotAck(t *testing.T) {
 		name string
 		give string
 	}{
-		{name: "a gateway that is down is reported", give: downURL(t)},
-		{name: "a slow gateway is reported", give: newSlowGateway(t).URL + "/flush"},
+		{name: "a gateway that is down is reported", give: testutil.DownURL(t)},
+		{name: "a slow gateway is reported", give: testutil.SlowServer(t).URL + "/flush"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -171,7 +172,7 @@ func TestNotifierCallsSpringTargets(t *testing.T) {
 }
 
 func TestNotifierRedactsTargets(t *testing.T) {
-	u := strings.Replace(downURL(t), "http://", "http://user:hunter2@", 1)
+	u := strings.Replace(testutil.DownURL(t), "http://", "http://user:hunter2@", 1)
 	n := newNotifier(t, flush.StaticTargets(u), flush.RetryMax(0))
 	reports, err := n.Flush(context.Background())
 	if strings.Contains(reports[0].Target, "hunter2") || strings.Contains(err.Error(), "hunter2") {

@@ -90,7 +90,7 @@ func (g *zkGateway) lists(addr string) bool { return slices.Contains(g.ep.Instan
 // result sends req and returns its status and HeaderResult.
 func result(t *testing.T, req *http.Request) (int, flush.Result) {
 	t.Helper()
-	resp := do(t, req)
+	resp := testutil.Do(t, req)
 	return resp.StatusCode, flush.Result(resp.Header.Get(flush.HeaderResult))
 }
 

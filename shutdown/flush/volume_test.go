@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-kit/kit/metrics"
 
+	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/shutdown/flush"
 )
 
@@ -62,10 +63,10 @@ func TestMoreValidFlushesInOneSecondThanTheNonceCacheHoldsAreAllAccepted(t *test
 	}
 	// A replay of a nonce still remembered is refused.
 	body := []byte(`{"service":"orders","id":"orders-1","czxid":7,"target":"` + gw.URL + `"}`)
-	if code := do(t, signedRaw(t, gw.URL, secret, body, ts, "again")).StatusCode; code != http.StatusOK {
+	if code := testutil.Do(t, signedRaw(t, gw.URL, secret, body, ts, "again")).StatusCode; code != http.StatusOK {
 		t.Fatalf("first: %d", code)
 	}
-	if code := do(t, signedRaw(t, gw.URL, secret, body, ts, "again")).StatusCode; code != http.StatusUnauthorized {
+	if code := testutil.Do(t, signedRaw(t, gw.URL, secret, body, ts, "again")).StatusCode; code != http.StatusUnauthorized {
 		t.Fatalf("replay: %d, want 401", code)
 	}
 }
