@@ -223,6 +223,10 @@ func TestZooKeeperDownPushesNoEmptyListAndCallsGoOn(t *testing.T) {
 	if !errors.Is(errs[0], sd.ErrDisconnected) {
 		t.Errorf("reported %v, want sd.ErrDisconnected", errs[0])
 	}
+	// A resolver built during the outage (a ClientConn leaving idle mode,
+	// say) starts from the Instancer's last good set.
+	late, _ := build(t, b, "gracekit:///quotes")
+	late.waitIDs(t, "q1", "q2")
 	during := calls.Load()
 	testutil.WaitFor(t, "calls while ZooKeeper is down", func() bool { return calls.Load() > during+500 })
 	if err := zkc.StartAll(); err != nil {
@@ -236,10 +240,12 @@ func TestZooKeeperDownPushesNoEmptyListAndCallsGoOn(t *testing.T) {
 	close(stop)
 	wg.Wait()
 
-	states, _ := rec.snapshot()
-	for i, s := range states {
-		if len(s.Addresses) == 0 || len(s.Endpoints) == 0 {
-			t.Errorf("state %d pushed an empty list: %+v", i, s)
+	for _, r := range []*recorder{rec, late} {
+		states, _ := r.snapshot()
+		for i, s := range states {
+			if len(s.Addresses) == 0 || len(s.Endpoints) == 0 {
+				t.Errorf("state %d pushed an empty list: %+v", i, s)
+			}
 		}
 	}
 	rec.waitIDs(t, "q1", "q2")

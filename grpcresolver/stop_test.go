@@ -1,0 +1,145 @@
+package grpcresolver_test
+
+import (
+	"context"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/gracekit/gracekit/internal/testutil"
+	"github.com/gracekit/gracekit/sd"
+	"github.com/gracekit/gracekit/shutdown"
+	"github.com/gracekit/gracekit/shutdown/grpcstop"
+	"github.com/gracekit/gracekit/zktest"
+)
+
+// startStoppable is a gracekit gRPC provider: grpcstop's interceptors and
+// health in a shutdown.Sequence that registers it in ZooKeeper.
+func startStoppable(t *testing.T, zkc *zktest.Cluster, id string) *shutdown.Sequence {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := sd.NewClient(zkc.ConnectString(), sd.SessionTimeout(4*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := sd.NewRegistrar(client, sd.Instance{Name: service, ID: id, Address: "127.0.0.1", Port: ln.Addr().(*net.TCPAddr).Port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tracker, ready := &shutdown.Tracker{}, &shutdown.Readiness{}
+	srv := grpc.NewServer(
+		grpc.ChainUnaryInterceptor(grpcstop.UnaryServerInterceptor(tracker)),
+		grpc.ChainStreamInterceptor(grpcstop.StreamServerInterceptor(tracker)),
+	)
+	srv.RegisterService(&quotesDesc, quoteServer{id})
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(srv, hs)
+	stopHS := grpcstop.Health(ready, hs, quotesName)
+	seq, err := shutdown.NewSequence(shutdown.Config{
+		Registration: reg, Tracker: tracker, Readiness: ready,
+		Server: grpcstop.Server(srv), Listener: ln,
+		QuietWindow:  100 * time.Millisecond,
+		CloseSession: func(context.Context) error { client.Close(); return nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := seq.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		_ = seq.Stop(ctx)
+		stopHS()
+	})
+	return seq
+}
+
+// A gracekit gRPC provider stopped under load, called through the resolver
+// with round_robin and client health checking (a plain grpc-go client,
+// no retries), fails no call, and its stop returns before its deadline.
+func TestStoppingAGRPCProviderUnderLoadThroughTheResolverFailsNoCall(t *testing.T) {
+	zkc := zktest.New(t)
+	p1 := startStoppable(t, zkc, "q1")
+	startStoppable(t, zkc, "q2")
+	cc := dial(t, newBuilder(t, startConsumer(t, zkc)), "gracekit:///quotes")
+	waitServedBy(t, cc, "q1", "q2")
+
+	var (
+		stop             = make(chan struct{})
+		wg               sync.WaitGroup
+		failed, answered atomic.Int64
+		mu               sync.Mutex
+		firstErr         error
+		served           = map[string]int{}
+	)
+	for range 8 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				id, err := get(ctx, cc)
+				cancel()
+				mu.Lock()
+				if err != nil {
+					failed.Add(1)
+					if firstErr == nil {
+						firstErr = err
+					}
+				} else {
+					answered.Add(1)
+					served[id]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	testutil.WaitFor(t, "both providers answering under load", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return served["q1"] > 50 && served["q2"] > 50
+	})
+
+	const bound = 15 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	start := time.Now()
+	stopErr := p1.Stop(ctx)
+	took := time.Since(start)
+	deadlineErr := ctx.Err()
+	cancel()
+	mu.Lock()
+	after := served["q2"]
+	mu.Unlock()
+	testutil.WaitFor(t, "q2 still answering", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return served["q2"] > after+50
+	})
+	close(stop)
+	wg.Wait()
+
+	if deadlineErr != nil {
+		t.Errorf("the stop returned after its %v deadline (took %v)", bound, took)
+	}
+	// The sequence's own errors and report are grpcstop's to assert; here
+	// what counts is the calls.
+	t.Logf("Stop took %v: %v; report %+v", took, stopErr, p1.Report())
+	if n := failed.Load(); n != 0 {
+		t.Fatalf("%d of %d calls failed during the stop; first: %v", n, n+answered.Load(), firstErr)
+	}
+	t.Logf("%d calls, none failed; q1 served %d, q2 %d", answered.Load(), served["q1"], served["q2"])
+}
