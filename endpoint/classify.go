@@ -47,12 +47,17 @@ type Classifier func(err error) Class
 // removed from discovery and closed before the call started. It is [NotSent].
 var ErrRemoved = errors.New("endpoint: instance removed before the call started")
 
+// ErrNotSent is matched (errors.Is) by the error of a call that its
+// transport proved never left the client: a gRPC call that got no
+// connection (see endpoint/grpcfactory). It is [NotSent].
+var ErrNotSent = errors.New("endpoint: request not sent")
+
 // ErrUnavailable is matched (errors.Is) by the error of a 503 response; see
 // [StatusError]. It is [Retryable].
 var ErrUnavailable = errors.New("endpoint: service unavailable")
 
 // Classify is the default [Classifier]:
-//   - [NotSent]: [ErrRemoved], go-kit's lb.ErrNoEndpoints, a failed dial
+//   - [NotSent]: [ErrRemoved], [ErrNotSent], go-kit's lb.ErrNoEndpoints, a failed dial
 //     (*net.OpError with Op "dial"), ECONNREFUSED, and net/http's "server
 //     closed idle connection" (the server closed a pooled connection before
 //     the request was written);
@@ -74,7 +79,7 @@ func Classify(err error) Class {
 			return Permanent
 		}
 		return Retryable
-	case errors.Is(err, ErrRemoved), errors.Is(err, kitlb.ErrNoEndpoints),
+	case errors.Is(err, ErrRemoved), errors.Is(err, ErrNotSent), errors.Is(err, kitlb.ErrNoEndpoints),
 		errors.Is(err, syscall.ECONNREFUSED):
 		return NotSent
 	}

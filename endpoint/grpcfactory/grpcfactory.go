@@ -3,10 +3,24 @@
 // one *grpc.ClientConn per instance, closed by the Endpointer only after
 // the calls in flight on it finished, once the instance left discovery.
 //
-// A response that carries the closing signal (see grpcstop) makes the
-// Endpointer stop picking that instance; an UNAVAILABLE status matches
-// endpoint.ErrUnavailable, so endpoint.Classify retries it unless the
-// request is endpoint.NonIdempotent.
+// What a failed call says, for endpoint.Classify and so for Retry and the
+// outlier ejection:
+//   - a call that never reached a connection (refused, no route, the
+//     connection never got ready: no request header was handed to any
+//     transport in any attempt) fails UNAVAILABLE, or DEADLINE_EXCEEDED
+//     while the ClientConn is not ready, with a *StatusError whose NotSent
+//     is true; it matches endpoint.ErrNotSent, so it is endpoint.NotSent:
+//     retried even for endpoint.NonIdempotent requests, and counted as a
+//     connect failure;
+//   - an UNAVAILABLE after the request went out only matches
+//     endpoint.ErrUnavailable: endpoint.Retryable, so not retried for
+//     endpoint.NonIdempotent requests.
+//
+// A response that carries the closing signal (see grpcstop) in its header
+// or trailer, successful or not, makes the instance report closing
+// (endpoint.ClosingReporter) from then on, and the Endpointer stops picking
+// it. The report never goes back: the Endpointer makes a new endpoint, with
+// a new ClientConn, when the instance leaves discovery and comes back.
 package grpcfactory
 
 import (
@@ -22,8 +36,10 @@ import (
 	kitgrpc "github.com/go-kit/kit/transport/grpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
 	"github.com/gracekit/gracekit/endpoint"
@@ -43,7 +59,8 @@ func (f optionFunc) apply(o *options) error { return f(o) }
 
 // DialOptions are given to grpc.NewClient for every instance; without
 // grpc.WithTransportCredentials among them, connections are insecure
-// (plaintext), as on a service mesh or a trusted network.
+// (plaintext), as on a service mesh or a trusted network. The factory adds
+// a stats.Handler and a unary interceptor of its own (see Factory).
 func DialOptions(opts ...grpc.DialOption) Option {
 	return optionFunc(func(o *options) error { o.dial = append(o.dial, opts...); return nil })
 }
@@ -86,35 +103,73 @@ var _ kitsd.Factory = (*Factory)(nil).Factory
 // Factory implements go-kit's sd.Factory for instance ("host:port"). The
 // io.Closer closes the instance's ClientConn; it also reports the closing
 // signal (endpoint.ClosingReporter).
+//
+// The ClientConn gets, after the DialOptions, a stats.Handler that notes
+// whether a call's request header was handed to a transport, and a unary
+// interceptor that reads the closing signal in the header and trailer of
+// every response, failed ones included (go-kit's ClientAfter only sees
+// successful ones).
 func (f *Factory) Factory(instance string) (kitendpoint.Endpoint, io.Closer, error) {
+	c := &conn{instance: instance}
 	dial := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, f.opts.dial...)
+	dial = append(dial, grpc.WithStatsHandler(sentHandler{}), grpc.WithChainUnaryInterceptor(c.intercept))
 	// passthrough: the Instancer already resolved the instance; no DNS.
 	cc, err := grpc.NewClient("passthrough:///"+instance, dial...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("grpcfactory: %s: %w", instance, err)
 	}
-	c := &conn{cc: cc, instance: instance}
-	copts := append(append([]kitgrpc.ClientOption(nil), f.opts.client...), kitgrpc.ClientAfter(c.after))
-	ep := kitgrpc.NewClient(cc, f.service, f.method, f.enc, f.dec, f.reply, copts...).Endpoint()
+	c.cc = cc
+	ep := kitgrpc.NewClient(cc, f.service, f.method, f.enc, f.dec, f.reply, f.opts.client...).Endpoint()
 	return func(ctx context.Context, req any) (any, error) {
-		resp, err := ep(ctx, req)
+		call := &callState{}
+		resp, err := ep(context.WithValue(ctx, callKey{}, call), req)
 		if err != nil {
-			return nil, c.wrap(err)
+			return nil, c.wrap(err, call)
 		}
 		return resp, nil
 	}, c, nil
 }
 
+// callState is what the stats handler saw of one call, over every attempt.
+type callState struct{ sent atomic.Bool }
+
+type callKey struct{}
+
+// sentHandler marks a call sent when an attempt handed its request header
+// to a transport (stats.OutHeader): from then on the instance may have
+// received it, even if the attempt failed or grpc-go retried it.
+type sentHandler struct{}
+
+func (sentHandler) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+
+func (sentHandler) HandleRPC(ctx context.Context, s stats.RPCStats) {
+	if _, ok := s.(*stats.OutHeader); ok {
+		if call, _ := ctx.Value(callKey{}).(*callState); call != nil {
+			call.sent.Store(true)
+		}
+	}
+}
+
+func (sentHandler) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+
+func (sentHandler) HandleConn(context.Context, stats.ConnStats) {}
+
 // conn is one instance's connection.
 type conn struct {
 	cc       *grpc.ClientConn
 	instance string
-	closing  atomic.Bool
+	closing  atomic.Bool // only ever set: see the package doc
 }
 
-func (c *conn) after(ctx context.Context, header, trailer metadata.MD) context.Context {
-	c.closing.Store(closingIn(header) || closingIn(trailer))
-	return ctx
+// intercept reads the closing signal of every unary response, whatever
+// its status.
+func (c *conn) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	var header, trailer metadata.MD
+	err := invoker(ctx, method, req, reply, cc, append(opts, grpc.Header(&header), grpc.Trailer(&trailer))...)
+	if closingIn(header) || closingIn(trailer) {
+		c.closing.Store(true)
+	}
+	return err
 }
 
 func closingIn(md metadata.MD) bool {
@@ -136,9 +191,18 @@ func (c *conn) Close() error { return c.cc.Close() }
 type StatusError struct {
 	Instance string
 	Err      error // as the gRPC client returned it; status.FromError reads it
+	// NotSent is true when no attempt of the call handed its request to a
+	// connection and the call failed UNAVAILABLE, or DEADLINE_EXCEEDED
+	// while the ClientConn was not ready: the instance never saw it.
+	NotSent bool
 }
 
-func (e *StatusError) Error() string { return fmt.Sprintf("grpcfactory: %s: %v", e.Instance, e.Err) }
+func (e *StatusError) Error() string {
+	if e.NotSent {
+		return fmt.Sprintf("grpcfactory: %s: %v (not sent)", e.Instance, e.Err)
+	}
+	return fmt.Sprintf("grpcfactory: %s: %v", e.Instance, e.Err)
+}
 
 // Unwrap returns the gRPC error.
 func (e *StatusError) Unwrap() error { return e.Err }
@@ -146,14 +210,33 @@ func (e *StatusError) Unwrap() error { return e.Err }
 // GRPCStatus lets status.FromError and status.Code see through the wrap.
 func (e *StatusError) GRPCStatus() *status.Status { return status.Convert(e.Err) }
 
-// Is matches endpoint.ErrUnavailable for an UNAVAILABLE status.
+// Is matches endpoint.ErrNotSent when NotSent, and endpoint.ErrUnavailable
+// for an UNAVAILABLE status (endpoint.Classify looks for ErrNotSent first).
 func (e *StatusError) Is(target error) bool {
-	return target == endpoint.ErrUnavailable && status.Code(e.Err) == codes.Unavailable
+	switch target {
+	case endpoint.ErrNotSent:
+		return e.NotSent
+	case endpoint.ErrUnavailable:
+		return status.Code(e.Err) == codes.Unavailable
+	}
+	return false
 }
 
-func (c *conn) wrap(err error) error {
-	if _, ok := status.FromError(err); !ok {
+func (c *conn) wrap(err error, call *callState) error {
+	st, ok := status.FromError(err)
+	if !ok {
 		return err // from encode or decode, not the call
 	}
-	return &StatusError{Instance: c.instance, Err: err}
+	notSent := false
+	if !call.sent.Load() {
+		switch st.Code() {
+		case codes.Unavailable:
+			notSent = true
+		case codes.DeadlineExceeded:
+			// The connection never got ready in time; on a ready one the
+			// call waited for a stream instead, and is not a connect failure.
+			notSent = c.cc.GetState() != connectivity.Ready
+		}
+	}
+	return &StatusError{Instance: c.instance, Err: err, NotSent: notSent}
 }
