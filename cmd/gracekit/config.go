@@ -1,0 +1,134 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/gracekit/gracekit/sd"
+)
+
+// The library's variables, fxmodule.EnvZKServers and the next three. They
+// are spelled out rather than imported: importing fxmodule would link fx,
+// provider and shutdown into an operator's tool for four strings.
+// TestEnvNamesAreTheLibrarys keeps the two in step.
+const (
+	envZKServers        = "GRACEKIT_ZK_SERVERS"
+	envZKSessionTimeout = "GRACEKIT_ZK_SESSION_TIMEOUT"
+	envZKAuth           = "GRACEKIT_ZK_AUTH"
+	envBasePath         = "GRACEKIT_BASE_PATH"
+)
+
+// config is where and how to reach the registry, and how to print.
+type config struct {
+	connect        string
+	servers        []string
+	chroot         string
+	user, password string
+	timeout        time.Duration
+	basePath       string
+	json           bool
+}
+
+// commonFlags are the flags every command takes. A flag left unset takes
+// its environment variable, then the library's default.
+type commonFlags struct {
+	zk, basePath, auth, output string
+	timeout                    time.Duration
+}
+
+func addCommonFlags(fs *flag.FlagSet) *commonFlags {
+	f := &commonFlags{}
+	fs.StringVar(&f.zk, "zk", "", "ZooKeeper connect string host:port,...[/chroot] (default $"+envZKServers+")")
+	fs.StringVar(&f.basePath, "base-path", "", "parent of service nodes (default $"+envBasePath+", else "+sd.DefaultBasePath+")")
+	fs.StringVar(&f.auth, "auth", "", "digest credentials user:password (default $"+envZKAuth+")")
+	fs.DurationVar(&f.timeout, "timeout", 0, fmt.Sprintf("session timeout, also the bound on connecting (default $%s, else %v)", envZKSessionTimeout, sd.DefaultSessionTimeout))
+	fs.StringVar(&f.output, "o", "text", "output format: text or json")
+	return f
+}
+
+// resolve applies the environment and the defaults to what fs did not set,
+// and checks the result as the library would.
+func (f *commonFlags) resolve(fs *flag.FlagSet) (config, error) {
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	pick := func(flagName, flagValue, env string) string {
+		if set[flagName] {
+			return flagValue
+		}
+		return strings.TrimSpace(os.Getenv(env))
+	}
+	var c config
+	switch f.output {
+	case "text":
+	case "json":
+		c.json = true
+	default:
+		return c, &usageError{fmt.Sprintf("-o %q: want text or json", f.output)}
+	}
+
+	c.connect = pick("zk", f.zk, envZKServers)
+	if c.connect == "" {
+		return c, &usageError{"no ZooKeeper to ask: set -zk or " + envZKServers + " (host:port,...[/chroot])"}
+	}
+	var err error
+	if c.servers, c.chroot, err = sd.ParseConnectString(c.connect); err != nil {
+		return c, &usageError{fmt.Sprintf("-zk / %s: %v", envZKServers, err)}
+	}
+
+	c.timeout = f.timeout
+	if !set["timeout"] {
+		c.timeout = sd.DefaultSessionTimeout
+		if v := os.Getenv(envZKSessionTimeout); strings.TrimSpace(v) != "" {
+			if c.timeout, err = time.ParseDuration(strings.TrimSpace(v)); err != nil {
+				return c, &usageError{fmt.Sprintf("%s %q: want a Go duration such as 10s", envZKSessionTimeout, v)}
+			}
+		}
+	}
+	if c.timeout < sd.MinSessionTimeout || c.timeout > sd.MaxSessionTimeout {
+		return c, &usageError{fmt.Sprintf("-timeout / %s %v: allowed %v to %v", envZKSessionTimeout, c.timeout, sd.MinSessionTimeout, sd.MaxSessionTimeout)}
+	}
+
+	if auth := pick("auth", f.auth, envZKAuth); auth != "" {
+		u, p, ok := strings.Cut(auth, ":")
+		if !ok || u == "" {
+			return c, &usageError{"-auth / " + envZKAuth + " (redacted): want user:password with a non-empty user"}
+		}
+		c.user, c.password = u, p
+	}
+
+	c.basePath = pick("base-path", f.basePath, envBasePath)
+	if c.basePath == "" {
+		c.basePath = sd.DefaultBasePath
+	}
+	if !strings.HasPrefix(c.basePath, "/") || strings.HasSuffix(c.basePath, "/") || path.Clean(c.basePath) != c.basePath {
+		return c, &usageError{fmt.Sprintf("-base-path / %s %q: want an absolute ZooKeeper path such as %s", envBasePath, c.basePath, sd.DefaultBasePath)}
+	}
+	return c, nil
+}
+
+// parseCommand parses a command's flags and arguments and resolves the
+// configuration; it checks that there are between min and max arguments.
+func parseCommand(fs *flag.FlagSet, f *commonFlags, args []string, min, max int) ([]string, config, error) {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		if err == flag.ErrHelp {
+			return nil, config{}, err
+		}
+		return nil, config{}, &usageError{err.Error()} // the flag package printed the usage
+	}
+	if len(pos) < min || len(pos) > max {
+		fs.Usage()
+		return nil, config{}, &usageError{fmt.Sprintf("%s: wrong number of arguments (%d)", fs.Name(), len(pos))}
+	}
+	for _, p := range pos {
+		if !sd.ValidNodeName(p) {
+			return nil, config{}, &usageError{fmt.Sprintf("service %q: want a node name without '/'", p)}
+		}
+	}
+	c, err := f.resolve(fs)
+	return pos, c, err
+}

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Statuses ls prints for nodes that are not an instance.
+const (
+	statusMalformed  = "MALFORMED"
+	statusUnreadable = "UNREADABLE"
+)
+
+// lsOutput is ls -o json.
+type lsOutput struct {
+	BasePath string      `json:"base_path"`
+	Time     time.Time   `json:"time"` // when the registry was read; ages are counted from it
+	Services []lsService `json:"services"`
+}
+
+type lsService struct {
+	Name      string       `json:"name"`
+	Path      string       `json:"path"`
+	Exists    bool         `json:"exists"`
+	Error     string       `json:"error,omitempty"` // the children could not be listed
+	Instances []lsInstance `json:"instances"`
+}
+
+// lsInstance is one child of a service node.
+type lsInstance struct {
+	ID      string `json:"id"`
+	Path    string `json:"path"`
+	Address string `json:"address,omitempty"`
+	Port    int    `json:"port,omitempty"`
+	SSLPort int    `json:"ssl_port,omitempty"`
+	// Status is UP or OUT_OF_SERVICE from payload.metadata.instance_status,
+	// or MALFORMED / UNREADABLE (see Error).
+	Status string `json:"status"`
+	// Registered is Curator's registrationTimeUTC: when the instance first
+	// registered. gracekit's Registrar and Curator keep it when they
+	// re-create the node after a session expiry.
+	Registered *time.Time `json:"registered,omitempty"`
+	// AgeSeconds counts from Registered (from Created when there is none).
+	AgeSeconds float64 `json:"age_seconds"`
+	// Created is the node's ctime: when the current node was created.
+	Created time.Time `json:"created,omitzero"`
+	Czxid   int64     `json:"czxid"`
+	// Owner is the session that owns the node (ephemeralOwner), in hex,
+	// "" when OwnerKind is not "session".
+	Owner string `json:"owner,omitempty"`
+	// OwnerKind is session, persistent, container or ttl.
+	OwnerKind string `json:"owner_kind,omitempty"`
+	// Creator says that Owner is the session that created this node and
+	// the node ends with it, which ZooKeeper guarantees for an ephemeral
+	// node and only for one: false for persistent, container and TTL nodes.
+	Creator  bool              `json:"creator"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+	Error    string            `json:"error,omitempty"`
+}
+
+func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("ls", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	common := addCommonFlags(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: gracekit ls [flags] [service]")
+		fs.PrintDefaults()
+	}
+	pos, cfg, err := parseCommand(fs, common, args, 0, 1)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	reg, ctx, err := dial(ctx, cfg, true)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	defer reg.close()
+	scans, err := reg.scan(ctx, pos, false)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	out := lsResult(cfg.basePath, scans, time.Now())
+	if cfg.json {
+		err = writeJSON(stdout, out)
+	} else {
+		err = writeLsText(stdout, out)
+	}
+	if err != nil {
+		return fail(stderr, fmt.Errorf("gracekit: write: %w", err))
+	}
+	return exitOK
+}
+
+func lsResult(base string, scans []serviceScan, now time.Time) lsOutput {
+	out := lsOutput{BasePath: base, Time: now.UTC(), Services: []lsService{}}
+	for _, s := range scans {
+		svc := lsService{Name: s.name, Path: s.path, Exists: s.exists, Instances: []lsInstance{}}
+		if s.listErr != nil {
+			svc.Error = s.listErr.Error()
+		}
+		for _, n := range s.nodes {
+			svc.Instances = append(svc.Instances, lsNode(n, now))
+		}
+		out.Services = append(out.Services, svc)
+	}
+	return out
+}
+
+func lsNode(n nodeScan, now time.Time) lsInstance {
+	li := lsInstance{ID: n.name, Path: n.path}
+	var st zk.Stat
+	if n.stat != nil {
+		st = *n.stat
+	}
+	var since time.Time
+	if n.stat != nil { // also for a node we may not read: its Stat needs no permission
+		li.Created = time.UnixMilli(st.Ctime).UTC()
+		li.Czxid = st.Czxid
+		li.OwnerKind = ownerKind(&st)
+		li.Owner = ownerHex(&st)
+		li.Creator = li.OwnerKind == ownerSession
+		since = li.Created
+	}
+	switch {
+	case n.readErr != nil:
+		li.Status, li.Error = statusUnreadable, n.readErr.Error()
+	case n.decErr != nil:
+		li.Status, li.Error = statusMalformed, n.decErr.Error()
+	default:
+		li.Address, li.Port, li.SSLPort = n.inst.Address, n.inst.Port, n.inst.SSLPort
+		li.Status = string(n.inst.Status())
+		li.Metadata = n.inst.Metadata
+		if !n.inst.RegistrationTime.IsZero() {
+			rt := n.inst.RegistrationTime.UTC()
+			li.Registered = &rt
+			since = rt
+		}
+	}
+	if !since.IsZero() {
+		li.AgeSeconds = now.Sub(since).Round(time.Millisecond).Seconds()
+	}
+	return li
+}
+
+func writeLsText(w io.Writer, out lsOutput) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SERVICE\tID\tADDRESS\tPORT\tSTATUS\tREGISTERED\tAGE\tOWNER\tCREATOR")
+	for _, s := range out.Services {
+		switch {
+		case s.Error != "":
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t%s\t-\t-\t-\t-\t(%s)\n", s.Name, statusUnreadable, s.Error)
+		case !s.Exists:
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t-\t(no node %s)\n", s.Name, s.Path)
+		case len(s.Instances) == 0:
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t-\t(no instances)\n", s.Name)
+		}
+		for _, i := range s.Instances {
+			addr, port, reg, age, owner, creator := "-", "-", "-", "-", "-", "-"
+			if i.Address != "" {
+				addr = i.Address
+			}
+			if i.Port != 0 {
+				port = strconv.Itoa(i.Port)
+			} else if i.SSLPort != 0 {
+				port = strconv.Itoa(i.SSLPort) + "/ssl"
+			}
+			if i.Registered != nil {
+				reg = i.Registered.Format(time.RFC3339)
+			}
+			if i.Registered != nil || !i.Created.IsZero() {
+				age = formatAge(time.Duration(i.AgeSeconds * float64(time.Second)))
+			}
+			if i.Owner != "" {
+				owner = i.Owner
+			}
+			switch {
+			case i.Creator:
+				creator = "yes"
+			case i.OwnerKind != "":
+				creator = "no (" + i.OwnerKind + ")"
+			}
+			line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", s.Name, i.ID, addr, port, i.Status, reg, age, owner, creator)
+			if i.Error != "" {
+				line += "\t(" + i.Error + ")"
+			}
+			fmt.Fprintln(tw, line)
+		}
+	}
+	return tw.Flush()
+}
+
+// formatAge prints a duration the way kubectl does: two units at most.
+func formatAge(d time.Duration) string {
+	if d < 0 {
+		d = 0 // a clock ahead of ours
+	}
+	s := int64(d / time.Second)
+	switch {
+	case s < 60:
+		return fmt.Sprintf("%ds", s)
+	case s < 3600:
+		return fmt.Sprintf("%dm%ds", s/60, s%60)
+	case s < 48*3600:
+		return fmt.Sprintf("%dh%dm", s/3600, s%3600/60)
+	}
+	return fmt.Sprintf("%dd%dh", s/86400, s%86400/3600)
+}
+
+// writeJSON writes v as one indented JSON document.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

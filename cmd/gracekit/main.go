@@ -1,0 +1,121 @@
+// Command gracekit shows operators what a gracekit (or Curator / Spring
+// Cloud Zookeeper) registry in ZooKeeper holds:
+//
+//	gracekit ls [service]      services and instances, one line each
+//	gracekit watch <service>   changes as they happen, until interrupted
+//	gracekit check [service]   lints the registry; exit 1 on findings
+//
+// It reads the library's GRACEKIT_ZK_SERVERS, GRACEKIT_ZK_SESSION_TIMEOUT,
+// GRACEKIT_ZK_AUTH and GRACEKIT_BASE_PATH, which flags override. Every
+// command takes -o json. Exit status: 0 ok, 1 findings (check), 2 usage or
+// connection errors. See README.md beside this file for the output formats.
+//
+// Install it with
+//
+//	go install github.com/gracekit/gracekit/cmd/gracekit@latest
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// A second signal kills the process the default way.
+	context.AfterFunc(ctx, stop)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Exit statuses.
+const (
+	exitOK       = 0
+	exitFindings = 1 // check found something
+	exitUsage    = 2 // bad usage, bad configuration, or ZooKeeper unreachable
+)
+
+const usageText = `usage: gracekit <command> [flags] [args]
+
+commands:
+  ls [service]       list services and instances (address, port, status, registration, owner session)
+  watch <service>    print changes to a service's instances as they happen, until SIGINT or -for
+  check [service]    lint the registry; exit 1 on findings
+
+common flags (each defaults to the library's environment variable):
+  -zk string         ZooKeeper connect string host:port,...[/chroot] ($GRACEKIT_ZK_SERVERS)
+  -base-path string  parent of service nodes ($GRACEKIT_BASE_PATH, default /services)
+  -auth string       digest credentials user:password ($GRACEKIT_ZK_AUTH)
+  -timeout duration  session timeout, also the bound on connecting ($GRACEKIT_ZK_SESSION_TIMEOUT, default 10s)
+  -o text|json       output format (default text)
+
+"gracekit <command> -h" lists a command's own flags.
+`
+
+// run is the whole program: it returns the exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usageText)
+		return exitUsage
+	}
+	var cmd func(context.Context, []string, io.Writer, io.Writer) int
+	switch args[0] {
+	case "ls":
+		cmd = runLs
+	case "watch":
+		cmd = runWatch
+	case "check":
+		cmd = runCheck
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usageText)
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "gracekit: unknown command %q\n\n%s", args[0], usageText)
+		return exitUsage
+	}
+	return cmd(ctx, args[1:], stdout, stderr)
+}
+
+// parseArgs parses flags wherever they are among the positional arguments
+// ("ls quote -o json" as well as "ls -o json quote"); the flag package
+// alone stops at the first positional one.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		// After "--" everything is positional.
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// usageError is a mistake on the command line or in the environment.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return "gracekit: " + e.msg }
+
+// fail prints err and returns its exit status: exitUsage for anything that
+// stopped the command before it could look at the whole registry.
+func fail(stderr io.Writer, err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	fmt.Fprintln(stderr, err)
+	return exitUsage
+}

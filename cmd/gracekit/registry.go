@@ -1,0 +1,323 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/gracekit/gracekit/sd"
+)
+
+// The registry is read with go-zookeeper directly, not through sd.Client:
+// an operator's tool needs what a service never does and sd keeps to
+// itself, the nodes' Stat (ephemeralOwner, ctime), their ACLs, the list of
+// services, and the raw bytes of nodes that do not decode. sd still parses
+// the connect string and decodes the nodes, so the tool reads exactly what
+// the library reads.
+
+// dialer connects to servers; tests replace it to record or cut sessions.
+var dialer zk.Dialer = defaultDialer
+
+var defaultDialer zk.Dialer = net.DialTimeout
+
+// errSessionLost ends a one-shot command whose session dropped mid-way:
+// go-zookeeper would otherwise hold its requests until a server is back.
+var errSessionLost = errors.New("gracekit: lost the ZooKeeper session while reading")
+
+// registry is one ZooKeeper session on the registry.
+type registry struct {
+	conn    *zk.Conn
+	chroot  string
+	base    string // the base path, outside the chroot
+	drained chan struct{}
+	stopCtx func() bool
+
+	mu      sync.Mutex
+	onEvent func(zk.Event) // watch events and session changes, for watch
+}
+
+// dial connects and waits for a session, within cfg.timeout and ctx. The
+// returned ctx ends with ctx, and also when the session is lost if
+// oneShot is set; ending it closes the connection, which fails the
+// requests in flight, since go-zookeeper's calls take no ctx.
+func dial(ctx context.Context, cfg config, oneShot bool) (*registry, context.Context, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	r := &registry{chroot: cfg.chroot, base: cfg.basePath, drained: make(chan struct{})}
+	ready := make(chan struct{})
+	authFailed := make(chan struct{})
+	var readyOnce, failOnce sync.Once
+	var had bool // read and written only by go-zookeeper's event goroutine
+	cb := func(ev zk.Event) {
+		if ev.Type == zk.EventSession {
+			switch ev.State {
+			case zk.StateHasSession:
+				had = true
+				readyOnce.Do(func() { close(ready) })
+			case zk.StateAuthFailed:
+				failOnce.Do(func() { close(authFailed) })
+			case zk.StateDisconnected, zk.StateExpired:
+				if had && oneShot {
+					cancel(errSessionLost)
+				}
+			}
+		}
+		r.mu.Lock()
+		f := r.onEvent
+		r.mu.Unlock()
+		if f != nil {
+			f(ev)
+		}
+	}
+	conn, events, err := zk.Connect(cfg.servers, cfg.timeout,
+		zk.WithLogger(silent{}), zk.WithLogInfo(false), zk.WithDialer(dialer), zk.WithEventCallback(cb))
+	if err != nil {
+		cancel(nil)
+		return nil, nil, fmt.Errorf("gracekit: connect %v: %w", cfg.servers, err)
+	}
+	r.conn = conn
+	// The callback gets every event; drain the channel too, and learn from
+	// its close that go-zookeeper's goroutines ended.
+	go func() {
+		for range events {
+		}
+		close(r.drained)
+	}()
+	r.stopCtx = context.AfterFunc(ctx, conn.Close)
+
+	// AddAuth waits for its reply, so for a session; it returns at the
+	// latest when the connection is closed.
+	authDone := make(chan error, 1)
+	authPending := cfg.user != ""
+	if authPending {
+		go func() { authDone <- conn.AddAuth("digest", []byte(cfg.user+":"+cfg.password)) }()
+	}
+	t := time.NewTimer(cfg.timeout)
+	defer t.Stop()
+	for got := false; err == nil && (!got || authPending); {
+		select {
+		case <-ready:
+			got, ready = true, nil
+		case aerr := <-authDone:
+			authPending = false
+			if aerr != nil {
+				err = fmt.Errorf("gracekit: digest auth as %q: %w", cfg.user, aerr)
+			}
+		case <-authFailed:
+			err = fmt.Errorf("gracekit: ZooKeeper refused the credentials of %q", cfg.user)
+		case <-t.C:
+			err = fmt.Errorf("gracekit: no ZooKeeper server of %v gave a session within %v: check -zk / %s and that the ensemble is up",
+				cfg.servers, cfg.timeout, envZKServers)
+		case <-ctx.Done():
+			err = fmt.Errorf("gracekit: connect %v: %w", cfg.servers, context.Cause(ctx))
+		}
+	}
+	if err == nil {
+		return r, ctx, nil
+	}
+	r.close()
+	if authPending {
+		<-authDone
+	}
+	cancel(nil)
+	return nil, nil, err
+}
+
+// close ends the session and waits, a bounded time, for go-zookeeper's
+// goroutines.
+func (r *registry) close() {
+	r.stopCtx()
+	r.conn.Close()
+	t := time.NewTimer(5 * time.Second)
+	defer t.Stop()
+	select {
+	case <-r.drained:
+	case <-t.C:
+	}
+}
+
+// setOnEvent sets the function that gets every event from now on. It is
+// called from go-zookeeper's goroutine and must not block.
+func (r *registry) setOnEvent(f func(zk.Event)) {
+	r.mu.Lock()
+	r.onEvent = f
+	r.mu.Unlock()
+}
+
+// full maps a path inside the chroot to the server's path.
+func (r *registry) full(p string) string {
+	if r.chroot == "" {
+		return p
+	}
+	if p == "/" {
+		return r.chroot
+	}
+	return r.chroot + p
+}
+
+func (r *registry) serviceDir(service string) string { return path.Join(r.base, service) }
+
+// wrap names the path of a failed call, and the lost session or the
+// interrupt when that is what failed it.
+func wrap(ctx context.Context, op, p string, err error) error {
+	if cause := context.Cause(ctx); cause != nil {
+		return fmt.Errorf("gracekit: %s %s: %w", op, p, cause)
+	}
+	return fmt.Errorf("gracekit: %s %s: %w", op, p, err)
+}
+
+// nodeError tells whether err is about one node (its ACL, a malformed
+// reply) rather than the connection: such a node is reported, and the
+// command goes on.
+func nodeError(err error) bool {
+	return err != nil && !errors.Is(err, zk.ErrConnectionClosed) && !errors.Is(err, zk.ErrNoServer) &&
+		!errors.Is(err, zk.ErrSessionExpired) && !errors.Is(err, zk.ErrClosing)
+}
+
+// serviceScan is what one service's node and children hold.
+type serviceScan struct {
+	name    string
+	path    string
+	exists  bool
+	listErr error // the children could not be listed (a node error)
+	acl     []zk.ACL
+	aclErr  error
+	names   []string // the children, sorted
+	nodes   []nodeScan
+}
+
+// nodeScan is one child of a service node.
+type nodeScan struct {
+	name    string
+	path    string
+	stat    *zk.Stat
+	data    []byte
+	readErr error // a node error: an ACL the session lacks, say
+	inst    sd.Instance
+	decErr  error // the data is not a Curator instance
+}
+
+// scanFetches bounds the reads in flight: go-zookeeper pipelines them over
+// the one connection, which takes a large service from one round trip per
+// node to a few.
+const scanFetches = 32
+
+// listServices returns the services under the base path, sorted; none
+// when the base path does not exist.
+func (r *registry) listServices(ctx context.Context) ([]string, error) {
+	names, _, err := r.conn.Children(r.full(r.base))
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, wrap(ctx, "list", r.base, err)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// scanService reads a service's children and each child's data and Stat,
+// and its ACL when acl is set. Children gone between the list and the read
+// are left out. Only a connection error is returned.
+func (r *registry) scanService(ctx context.Context, service string, acl bool) (serviceScan, error) {
+	s := serviceScan{name: service, path: r.serviceDir(service)}
+	full := r.full(s.path)
+	names, _, err := r.conn.Children(full)
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+		return s, nil
+	case nodeError(err) && ctx.Err() == nil:
+		s.exists, s.listErr = true, err
+	case err != nil:
+		return s, wrap(ctx, "list", s.path, err)
+	default:
+		s.exists = true
+	}
+	if acl {
+		s.acl, _, s.aclErr = r.conn.GetACL(full)
+		if errors.Is(s.aclErr, zk.ErrNoNode) {
+			return serviceScan{name: service, path: s.path}, nil
+		}
+		if s.aclErr != nil && (!nodeError(s.aclErr) || ctx.Err() != nil) {
+			return s, wrap(ctx, "read the ACL of", s.path, s.aclErr)
+		}
+	}
+	slices.Sort(names)
+	s.names = names
+	nodes := make([]nodeScan, len(names))
+	keep := make([]bool, len(names))
+	errs := make([]error, len(names))
+	sem := make(chan struct{}, scanFetches)
+	var wg sync.WaitGroup
+	for i, name := range names {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			n := nodeScan{name: name, path: path.Join(s.path, name)}
+			n.data, n.stat, n.readErr = r.conn.Get(r.full(n.path))
+			switch {
+			case errors.Is(n.readErr, zk.ErrNoNode):
+				return // gone meanwhile: churn, not a finding
+			case n.readErr != nil && (!nodeError(n.readErr) || ctx.Err() != nil):
+				errs[i] = wrap(ctx, "read", n.path, n.readErr)
+				return
+			case n.readErr == nil:
+				n.inst, n.decErr = sd.CuratorCodec{}.Decode(service, name, n.data)
+			default: // exists needs no permission: the Stat says who owns it
+				_, n.stat, _ = r.conn.Exists(r.full(n.path))
+			}
+			nodes[i], keep[i] = n, true
+		}()
+	}
+	wg.Wait()
+	if err := firstErr(errs); err != nil {
+		return s, err
+	}
+	for i := range nodes {
+		if keep[i] {
+			s.nodes = append(s.nodes, nodes[i])
+		}
+	}
+	return s, nil
+}
+
+func firstErr(errs []error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scan reads the services named, or every service when none is.
+func (r *registry) scan(ctx context.Context, services []string, acl bool) ([]serviceScan, error) {
+	if len(services) == 0 {
+		var err error
+		if services, err = r.listServices(ctx); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]serviceScan, 0, len(services))
+	for _, svc := range services {
+		s, err := r.scanService(ctx, svc, acl)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// silent is a go-zookeeper logger that prints nothing: the tool reports
+// what matters itself.
+type silent struct{}
+
+func (silent) Printf(string, ...any) {}
