@@ -23,6 +23,8 @@ import (
 	kitlb "github.com/go-kit/kit/sd/lb"
 
 	"github.com/gracekit/gracekit/endpoint"
+	"github.com/gracekit/gracekit/internal/runstate"
+	"github.com/gracekit/gracekit/lifecycle"
 	"github.com/gracekit/gracekit/sd"
 )
 
@@ -69,8 +71,10 @@ type Consumer struct {
 	opts options
 	log  *slog.Logger
 
+	run runstate.Machine
+
 	mu       sync.Mutex
-	client   *sd.Client
+	client   *sd.Client          // set while started
 	services map[string]*service // nil once stopped
 }
 
@@ -97,17 +101,30 @@ func New(sess *sd.Session, opts ...Option) (*Consumer, error) {
 	return &Consumer{sess: sess, opts: o, log: o.logger.With("component", "consumer"), services: map[string]*service{}}, nil
 }
 
-// Start connects the session (or joins it, when another role started it).
+// Start connects the session (or joins it, when another role started it),
+// taking one share of it. It follows lifecycle.State's table: a second
+// Start returns lifecycle.ErrStarted and a Start after Stop
+// lifecycle.ErrStopped, both changing nothing; a failed Start holds
+// nothing and may be retried; a Stop during Start cancels it.
 func (c *Consumer) Start(ctx context.Context) error {
-	cl, err := c.sess.Start(ctx)
+	err := c.run.Start(ctx, func(ctx context.Context) error {
+		cl, err := c.sess.Start(ctx)
+		if err != nil {
+			return err
+		}
+		c.mu.Lock()
+		c.client = cl
+		c.mu.Unlock()
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("consumer: %w", err)
 	}
-	c.mu.Lock()
-	c.client = cl
-	c.mu.Unlock()
 	return nil
 }
+
+// State is where the consumer is in its life.
+func (c *Consumer) State() lifecycle.State { return c.run.State() }
 
 // Instancer returns the Instancer of name, starting it on first use. The
 // first call waits until the service was read from ZooKeeper without error
@@ -268,18 +285,27 @@ func (c *Consumer) Endpointers(name string) []*endpoint.Endpointer {
 	return nil
 }
 
-// Stop closes the Endpointers, then stops the Instancers, then leaves the
-// session (the last role to leave closes it), within ctx. It is idempotent.
+// Stop closes the Endpointers, then stops the Instancers, then gives the
+// session's share back (the last role to leave closes it), within ctx. It
+// follows lifecycle.State's table: a Stop before Start, or after a failed
+// Start, has nothing to undo; later Stops wait for the first and return
+// its result; after Stop, Start returns lifecycle.ErrStopped.
 func (c *Consumer) Stop(ctx context.Context) error {
+	return c.run.Stop(ctx, c.stop, c.close)
+}
+
+// close ends what the consumer holds without a session share: nothing to
+// give back, and no Instancer can be made any more.
+func (c *Consumer) close() { _ = c.stop(nil) }
+
+// stop closes what the consumer built and, with a ctx, gives the
+// session's share back.
+func (c *Consumer) stop(ctx context.Context) error {
 	c.mu.Lock()
 	services := c.services
 	c.services = nil
-	started := c.client != nil
 	c.client = nil
 	c.mu.Unlock()
-	if services == nil {
-		return nil
-	}
 	for _, s := range services {
 		for _, e := range s.endpointers {
 			_ = e.Close()
@@ -294,7 +320,7 @@ func (c *Consumer) Stop(ctx context.Context) error {
 		default: // still being made: its maker stops it
 		}
 	}
-	if !started {
+	if ctx == nil {
 		return nil
 	}
 	return c.sess.Stop(ctx)

@@ -119,8 +119,14 @@ type Config struct {
 	// StopTimeout is the app's stop timeout, which the stop sequence's
 	// bounds must fit in. fx does not tell it to modules: set it to the
 	// value given to fx.StopTimeout. Zero is DefaultStopTimeout (fx's
-	// default).
+	// default). Read from GRACEKIT_STOP_TIMEOUT, it must reach fx too:
+	// use FromEnv, or StopTimeout with the same value.
 	StopTimeout time.Duration
+
+	// stopFromEnv: StopTimeout was read from GRACEKIT_STOP_TIMEOUT.
+	stopFromEnv bool
+	// fxStopTimeout is fx's stop timeout, when StopTimeout or FromEnv set it.
+	fxStopTimeout time.Duration
 }
 
 // ConfigError says that a Config field, or the environment variable it was
@@ -213,6 +219,7 @@ func configFromLookup(lookup func(string) (string, bool)) (Config, error) {
 		}
 		*d.p = x
 	}
+	c.stopFromEnv = c.StopTimeout != 0
 	return c, nil
 }
 
@@ -291,8 +298,9 @@ func (c Config) checkProvider(gateway bool) (*settings, error) {
 	if c.InstanceID != "" && !sd.ValidNodeName(c.InstanceID) {
 		return nil, &ConfigError{Field: "InstanceID", Env: EnvInstanceID, Value: c.InstanceID, Want: "an id without '/', not \".\" or \"..\", or empty for a random UUID"}
 	}
-	if c.Address == "" {
-		return nil, &ConfigError{Field: "Address", Env: EnvAddress, Value: c.Address, Want: "the host or IP address other services reach this instance at"}
+	if !sd.ValidHost(c.Address) {
+		return nil, &ConfigError{Field: "Address", Env: EnvAddress, Value: c.Address,
+			Want: "the host name or IP address other services reach this instance at, without a port, a scheme or spaces (IPv6 without brackets), e.g. 10.0.0.7 or quote-1.svc"}
 	}
 	if c.Port < 0 || c.Port > 65535 {
 		return nil, &ConfigError{Field: "Port", Env: EnvPort, Value: strconv.Itoa(c.Port), Want: "a port from 1 to 65535, or zero when the *http.Server's Addr names the port"}
@@ -350,6 +358,11 @@ func (c Config) checkProvider(gateway bool) (*settings, error) {
 			return nil, &ConfigError{Field: d.field, Env: d.env, Value: d.v.String(), Want: "a positive duration, or zero for the default"}
 		}
 	}
+	if c.stopFromEnv && c.fxStopTimeout != c.StopTimeout {
+		return nil, &ConfigError{Field: "StopTimeout", Env: EnvStopTimeout, Value: c.StopTimeout.String(),
+			Want: "a stop timeout that fx uses too: fx does not let a module set it, so build the app with fxmodule.FromEnv() " +
+				"(which reads it and sets fx.StopTimeout) or add fxmodule.StopTimeout(" + c.StopTimeout.String() + ")"}
+	}
 	if c.StopTimeout == 0 {
 		s.StopTimeout = DefaultStopTimeout
 	}
@@ -378,6 +391,12 @@ func (c Config) checkGateway() (*settings, error) {
 	}
 	if len(c.FlushSecret) < flush.MinSecretLen {
 		return nil, secretError(c)
+	}
+	for _, raw := range c.FlushAudiences {
+		if _, err := flush.Audience(raw); err != nil { // what the handler would refuse
+			return nil, &ConfigError{Field: "FlushAudiences", Env: EnvFlushAudiences, Value: raw,
+				Want: "absolute http or https URLs, as providers' FlushTargets name this gateway's flush handler (e.g. http://gw.internal:8080/gracekit/flush)", Err: err}
+		}
 	}
 	if c.FlushPath == "" {
 		s.FlushPath = DefaultFlushPath

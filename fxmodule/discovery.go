@@ -56,9 +56,21 @@ import (
 // share Discovery's ZooKeeper session, start before it and stop after it.
 // Without either, Discovery has a session of its own, and, with
 // Config.FlushGateways, a consumer of its own that watches the gateways.
-var Discovery = fx.Module("gracekit.discovery",
-	fx.Provide(newDiscovery),
-	fx.Invoke(func(*provider.Provider) {}),
+//
+// Discovery's start hook runs after every other start hook of the scope it
+// is used in, and its stop hook before theirs, whatever the order of the
+// options: an app is never registered before its own start hooks ran (an
+// fx.Invoke that builds the endpoints the handlers use, say), and stops
+// serving before they stop. It decorates fx.Lifecycle in that scope to see
+// them; hooks of a parent scope are not seen, so use Discovery at the root
+// of the app or in the module whose hooks the handlers need.
+var Discovery = fx.Options(
+	fx.Provide(newHookOrder),
+	fx.Decorate(decorateLifecycle),
+	fx.Module("gracekit.discovery",
+		fx.Provide(newDiscovery),
+		fx.Invoke(func(*provider.Provider) {}),
+	),
 )
 
 type discoveryParams struct {
@@ -127,7 +139,7 @@ func newDiscovery(p discoveryParams) (discoveryResult, error) {
 		return discoveryResult{}, fmt.Errorf("fxmodule: %w", err)
 	}
 
-	p.Common.Lifecycle.Append(fx.Hook{
+	appendLast(p.Common.Lifecycle, fx.Hook{
 		OnStart: func(ctx context.Context) error {
 			if ownWatch {
 				if err := watcher.Start(ctx); err != nil {
@@ -170,8 +182,29 @@ func StopTimeout(d time.Duration) fx.Option {
 	return fx.Options(
 		fx.StopTimeout(d),
 		fx.Decorate(func(c Config) Config {
-			c.StopTimeout = d
+			c.StopTimeout, c.fxStopTimeout = d, d
 			return c
 		}),
 	)
+}
+
+// FromEnv provides the Config from the environment (ConfigFromEnv) and,
+// when GRACEKIT_STOP_TIMEOUT is set, sets fx's stop timeout to it too, so
+// that a deployment configured only through the environment stops within
+// the timeout it asked for. It reads the environment when called, as
+// fx.New is given its options. A malformed variable fails the app's build
+// with a *ConfigError. With fx.Provide(ConfigFromEnv) instead, a
+// GRACEKIT_STOP_TIMEOUT that fxmodule.StopTimeout does not match fails the
+// build: fx would stop the app at its own timeout, not that one.
+func FromEnv() fx.Option {
+	c, err := ConfigFromEnv()
+	if err != nil {
+		return fx.Error(err)
+	}
+	opts := []fx.Option{fx.Provide(func() Config { return c })}
+	if c.StopTimeout > 0 {
+		c.fxStopTimeout = c.StopTimeout
+		opts = append(opts, fx.StopTimeout(c.StopTimeout))
+	}
+	return fx.Options(opts...)
 }

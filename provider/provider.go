@@ -18,10 +18,13 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	pathpkg "path"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +32,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/gracekit/gracekit/consumer"
+	"github.com/gracekit/gracekit/internal/runstate"
 	"github.com/gracekit/gracekit/lifecycle"
 	"github.com/gracekit/gracekit/sd"
 	"github.com/gracekit/gracekit/shutdown"
@@ -95,7 +99,7 @@ type options struct {
 }
 
 type route struct {
-	pattern string
+	path    string
 	handler http.Handler
 }
 
@@ -142,14 +146,15 @@ func WithConsumer(c *consumer.Consumer) Option {
 	})
 }
 
-// WithRoute serves h at pattern next to the probes, outside the Tracker
-// (a gateway's flush handler, say), when Server is an *http.Server.
-func WithRoute(pattern string, h http.Handler) Option {
+// WithRoute serves h at path next to the probes, outside the Tracker (a
+// gateway's flush handler, say), when Server is an *http.Server. path is
+// matched exactly: a clean absolute path other than /, /readyz and /livez.
+func WithRoute(path string, h http.Handler) Option {
 	return optionFunc(func(o *options) error {
-		if pattern == "" || h == nil {
-			return fmt.Errorf("provider: route %q needs a pattern and a handler", pattern)
+		if h == nil || !strings.HasPrefix(path, "/") || pathpkg.Clean(path) != path || path == "/" || path == "/readyz" || path == "/livez" {
+			return fmt.Errorf("provider: route %q needs a handler and a clean absolute path other than /, /readyz and /livez", path)
 		}
-		o.routes = append(o.routes, route{pattern, h})
+		o.routes = append(o.routes, route{path, h})
 		return nil
 	})
 }
@@ -163,12 +168,20 @@ type Provider struct {
 	log     *slog.Logger
 	tracker *shutdown.Tracker
 	ready   *shutdown.Readiness
-	seq     *shutdown.Sequence
+	notify  *flush.Notifier
 	gw      atomic.Pointer[flush.TargetSource]
+	run     runstate.Machine
 
-	mu  sync.Mutex
-	reg *sd.Registrar // made at Start, over the session's client
+	mu       sync.Mutex
+	seq      *shutdown.Sequence // the last Start's (one per attempt: a Sequence runs once)
+	reg      *sd.Registrar      // made at Start, over the session's client
+	lnClosed bool               // Config.Listener was closed
 }
+
+// ErrListenerClosed is returned by a Start after a failed Start or a Stop
+// closed Config.Listener: build the Provider with a new Listener, or with
+// Addr, to try again.
+var ErrListenerClosed = errors.New("provider: Config.Listener was closed by an earlier failed Start or a Stop; give New a new one, or an Addr, to start again")
 
 // New checks cfg and builds the provider's parts. It does no I/O: Start
 // connects, listens and registers. When Server is an *http.Server, its
@@ -196,6 +209,9 @@ func New(sess *sd.Session, cfg Config, opts ...Option) (*Provider, error) {
 	if !sd.ValidNodeName(inst.Name) || inst.Address == "" || (inst.Port == 0 && inst.SSLPort == 0) {
 		return nil, fmt.Errorf("provider: Config.Instance %+v needs a Name (no '/'), an Address and a Port or SSLPort", inst)
 	}
+	if !sd.ValidHost(inst.Address) {
+		return nil, fmt.Errorf("provider: Config.Instance.Address %q: want a host name or an IP address, without a port, a scheme or spaces (IPv6 without brackets)", inst.Address)
+	}
 	cfg.Instance = inst
 	p := &Provider{sess: sess, cfg: cfg, opts: o, log: o.logger.With("component", "provider", "service", inst.Name, "instance", inst.ID),
 		tracker: &shutdown.Tracker{}, ready: &shutdown.Readiness{}}
@@ -203,26 +219,40 @@ func New(sess *sd.Session, cfg Config, opts ...Option) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.notify = n
+	// The stop plan is checked here, once; each Start builds its own from
+	// the same parts.
+	seq, err := p.newSequence(func(context.Context) error { return nil })
+	if err != nil {
+		return nil, err
+	}
+	p.seq = seq
 	if hs, ok := cfg.Server.(*http.Server); ok && hs != nil {
 		hs.Handler = p.HTTPHandler(hs.Handler)
 	}
+	return p, nil
+}
+
+// newSequence builds the Sequence of one Start; closeSession gives the
+// session's share back.
+func (p *Provider) newSequence(closeSession func(context.Context) error) (*shutdown.Sequence, error) {
+	cfg := p.cfg
 	budget := cfg.StopBudget
 	if budget == 0 {
 		budget = lifecycle.DefaultStopBudget
 	}
 	seq, err := shutdown.NewSequence(shutdown.Config{
-		Registration: registration{p}, Tracker: p.tracker, Readiness: p.ready, Notifier: n,
+		Registration: registration{p}, Tracker: p.tracker, Readiness: p.ready, Notifier: p.notify,
 		Server: cfg.Server, Listener: cfg.Listener, Addr: cfg.Addr, ReadyCheck: cfg.ReadyCheck,
-		CloseSession: sess.Stop,
+		CloseSession: closeSession,
 		StartTimeout: cfg.StartTimeout, OutOfServiceTimeout: cfg.OutOfServiceTimeout, DeregisterTimeout: cfg.DeregisterTimeout,
 		FlushTimeout: cfg.FlushTimeout, QuietWindow: cfg.QuietWindow, MaxQuiesce: cfg.MaxQuiesce,
 		DrainTimeout: cfg.DrainTimeout, CloseTimeout: cfg.CloseTimeout,
-	}, append([]lifecycle.Option{lifecycle.StopBudget(budget), lifecycle.WithListener(lifecycle.SlogListener(o.logger))}, o.lifecycle...)...)
+	}, append([]lifecycle.Option{lifecycle.StopBudget(budget), lifecycle.WithListener(lifecycle.SlogListener(p.opts.logger))}, p.opts.lifecycle...)...)
 	if err != nil {
 		return nil, fmt.Errorf("provider: %w", err)
 	}
-	p.seq = seq
-	return p, nil
+	return seq, nil
 }
 
 // notifier builds the flush Notifier; nil without flush targets.
@@ -259,35 +289,66 @@ func (p *Provider) notifier() (*flush.Notifier, error) {
 }
 
 // HTTPHandler wraps user (nil is http.DefaultServeMux): /readyz and /livez
-// answer from the Readiness, WithRoute's routes are served as they are,
+// answer from the Readiness, WithRoute's paths are served as they are,
 // and every other request goes through the Tracker (counted, and marked
-// with the closing signal once the stop began). New applies it to an
-// *http.Server's Handler.
+// with the closing signal once the stop began) to user exactly as the
+// server received it: no cleaning, no redirect, as if user were the
+// server's Handler. Probes and routes match the request's path exactly.
+// New applies it to an *http.Server's Handler.
 func (p *Provider) HTTPHandler(user http.Handler) http.Handler {
 	if user == nil {
 		user = http.DefaultServeMux
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/readyz", p.ready.ReadyHandler())
-	mux.Handle("/livez", p.ready.LiveHandler())
-	for _, r := range p.opts.routes {
-		mux.Handle(r.pattern, r.handler)
+	own := map[string]http.Handler{
+		"/readyz": p.ready.ReadyHandler(),
+		"/livez":  p.ready.LiveHandler(),
 	}
-	mux.Handle("/", p.tracker.Middleware(user))
-	return mux
+	for _, r := range p.opts.routes {
+		own[r.path] = r.handler
+	}
+	tracked := p.tracker.Middleware(user)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h, ok := own[r.URL.Path]; ok {
+			h.ServeHTTP(w, r)
+			return
+		}
+		tracked.ServeHTTP(w, r)
+	})
 }
 
 // Start connects the session (or joins it), then listens, serves, runs the
 // ready check, registers and turns ready. On failure it undoes what it did
-// and returns the error; a *sd.ConflictError says another live session
-// holds this instance's id.
+// (the session's share, the listener, the registration) and returns the
+// error; a *sd.ConflictError says another live session holds this
+// instance's id. Start follows lifecycle.State's table: a second Start
+// returns lifecycle.ErrStarted and a Start after Stop lifecycle.ErrStopped,
+// both changing nothing; a Start with a done ctx returns its error and
+// changes nothing; a Start after a failed one tries again (with
+// Config.Listener, which the failure closed, it returns
+// ErrListenerClosed). A Stop during Start cancels it.
 func (p *Provider) Start(ctx context.Context) error {
+	if err := p.run.Start(ctx, p.start); err != nil {
+		return fmt.Errorf("provider: %w", err)
+	}
+	return nil
+}
+
+func (p *Provider) start(ctx context.Context) error {
+	p.mu.Lock()
+	closed := p.lnClosed && p.cfg.Listener != nil
+	p.mu.Unlock()
+	if closed {
+		return ErrListenerClosed
+	}
 	client, err := p.sess.Start(ctx)
 	if err != nil {
-		if p.cfg.Listener != nil {
-			_ = p.cfg.Listener.Close() // the Sequence, which would close it, never started
-		}
-		return fmt.Errorf("provider: %w", err)
+		p.closeListener() // the Sequence, which would close it, never started
+		return err
+	}
+	var once sync.Once
+	release := func(ctx context.Context) (err error) {
+		once.Do(func() { err = p.sess.Stop(ctx) })
+		return err
 	}
 	reg, err := sd.NewRegistrar(client, p.cfg.Instance, append([]sd.RegistrarOption{sd.WithLogger(p.opts.logger)}, p.opts.registrar...)...)
 	if err == nil && len(p.cfg.Flush.Gateways) > 0 {
@@ -296,23 +357,58 @@ func (p *Provider) Start(ctx context.Context) error {
 			p.gw.Store(&src)
 		}
 	}
+	var seq *shutdown.Sequence
+	if err == nil {
+		seq, err = p.newSequence(release)
+	}
 	if err != nil {
-		_ = p.sess.Stop(context.WithoutCancel(ctx))
-		if p.cfg.Listener != nil {
-			_ = p.cfg.Listener.Close() // the Sequence, which would close it, never started
-		}
-		return fmt.Errorf("provider: %w", err)
+		_ = release(context.WithoutCancel(ctx))
+		p.closeListener()
+		return err
 	}
 	p.mu.Lock()
-	p.reg = reg
+	p.reg, p.seq = reg, seq
 	p.mu.Unlock()
-	return p.seq.Start(ctx) // a failed start closes what started, the session's share included
+	if err := seq.Start(ctx); err != nil {
+		// The rollback gave the share back and closed what it served; a
+		// listener given and never served is closed here.
+		p.closeListener()
+		return err
+	}
+	return nil
+}
+
+// closeListener closes Config.Listener, once: the Provider owns it from
+// New on.
+func (p *Provider) closeListener() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cfg.Listener != nil && !p.lnClosed {
+		_ = p.cfg.Listener.Close()
+	}
+	p.lnClosed = true
 }
 
 // Stop runs the whole stop sequence within ctx (see shutdown.Sequence.Stop
 // for what holds when ctx is short) and returns its errors joined; Report
-// tells how it went. It is idempotent.
-func (p *Provider) Stop(ctx context.Context) error { return p.seq.Stop(ctx) }
+// tells how it went. It follows lifecycle.State's table: a Stop before
+// Start, or after a failed Start, has nothing to undo but closes
+// Config.Listener; a Stop during Start cancels the start and waits for it
+// within ctx (the start stops what it started itself when ctx ends first);
+// later Stops wait for the first and return its result. After Stop, Start
+// returns lifecycle.ErrStopped.
+func (p *Provider) Stop(ctx context.Context) error {
+	return p.run.Stop(ctx, func(ctx context.Context) error { return p.sequence().Stop(ctx) }, p.closeListener)
+}
+
+// State is where the provider is in its life.
+func (p *Provider) State() lifecycle.State { return p.run.State() }
+
+func (p *Provider) sequence() *shutdown.Sequence {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.seq
+}
 
 // Tracker counts the requests in flight; gRPC servers wire grpcstop's
 // interceptors over it.
@@ -322,10 +418,10 @@ func (p *Provider) Tracker() *shutdown.Tracker { return p.tracker }
 func (p *Provider) Readiness() *shutdown.Readiness { return p.ready }
 
 // Report tells how the last stop went; call it after Stop.
-func (p *Provider) Report() shutdown.Report { return p.seq.Report() }
+func (p *Provider) Report() shutdown.Report { return p.sequence().Report() }
 
 // Addr is the address served, once Start listened; nil before.
-func (p *Provider) Addr() net.Addr { return p.seq.Addr() }
+func (p *Provider) Addr() net.Addr { return p.sequence().Addr() }
 
 // Instance is what the provider registers (its ID filled in).
 func (p *Provider) Instance() sd.Instance { return p.cfg.Instance }

@@ -101,3 +101,9 @@ func (i Instance) clone() Instance {
 func ValidNodeName(name string) bool {
 	return name != "" && name != "." && name != ".." && !strings.Contains(name, "/")
 }
+
+// ValidHost tells whether host can be an instance's Address: a host name
+// (letters, digits, '-', '.', '_') or an IP literal, IPv6 without
+// brackets. A port, a scheme or a space makes it invalid: a consumer would
+// dial "address:port" and fail.
+func ValidHost(host string) bool { return validHost(host) }

@@ -6,27 +6,49 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/gracekit/gracekit/lifecycle"
 )
 
 // Session is a Client that connects at Start rather than at construction,
-// shared by the roles of one process (provider, consumer, gateway): each
-// role Starts it when it starts and Stops it when it stops, and the last
-// Stop closes the Client, which ends the ZooKeeper session. This is what
+// shared by the roles of one process (provider, consumer, gateway). Each
+// Start that returns nil takes a share, and each Stop gives one back: the
+// first share connects, and giving back the last one closes the Client,
+// which ends the ZooKeeper session and its ephemeral nodes. This is what
 // apps that build everything first and connect when they start (fx's
 // OnStart) need: NewSession does no I/O. Its methods are safe for
 // concurrent use.
+//
+// Its states are those of every object in gracekit that starts something
+// (lifecycle.State), with shares:
+//
+//	state     Start                                   Stop
+//	New       connect: Started, one share (or Failed)  ErrNotStarted, changes nothing
+//	Starting  waits for the connect, then as below      ErrNotStarted, changes nothing
+//	Started   one more share on the same Client         one share less; the last closes: Stopping
+//	Stopping  waits for the close, then as Stopped      waits for the close, within ctx
+//	Stopped   connects a new ZooKeeper session          nil
+//	Failed    connects again (a retry)                  ErrNotStarted, changes nothing
+//
+// A Start whose ctx is done returns its error and changes nothing. The
+// Session may connect again after it closed, because a role whose Start
+// failed gives its share back and may retry; the roles themselves refuse
+// to start after their Stop (lifecycle.ErrStopped), so nothing a stopped
+// app holds reconnects.
 type Session struct {
 	connect string
 	opts    []ClientOption
 	timeout time.Duration // the connect timeout asked for
 
 	mu     sync.Mutex
-	client *Client
-	users  int
-	closed bool
+	state  lifecycle.State
+	client *Client       // while Started or Stopping
+	users  int           // shares out
+	change chan struct{} // closed when the connect or the close in progress ends
 }
 
-// ErrNotStarted is returned by Session.Client before Start.
+// ErrNotStarted is returned by Session.Client before Start, and by a
+// Session.Stop that no Start matches.
 var ErrNotStarted = errors.New("sd: session not started")
 
 // NewSession checks connect and opts now, as NewClient would, and
@@ -44,71 +66,120 @@ func NewSession(connect string, opts ...ClientOption) (*Session, error) {
 	return &Session{connect: connect, opts: append([]ClientOption(nil), opts...), timeout: o.connectTimeout}, nil
 }
 
-// Start connects on its first call, within the connect timeout and ctx,
-// and counts one more user; every Start that returned nil needs a Stop.
+// Start takes a share, connecting first when none is out, within the
+// connect timeout and ctx; every Start that returned nil needs one Stop.
+// Starts during a connect or a close wait for it, within their ctx.
 func (s *Session) Start(ctx context.Context) (*Client, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, ErrClosed
-	}
-	if s.client == nil {
+	for {
+		s.mu.Lock()
+		switch s.state {
+		case lifecycle.StateStarted:
+			s.users++
+			c := s.client
+			s.mu.Unlock()
+			return c, nil
+		case lifecycle.StateStarting, lifecycle.StateStopping:
+			ch := s.change
+			s.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return nil, fmt.Errorf("sd: wait for the session: %w", ctx.Err())
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			s.mu.Unlock()
+			return nil, err
+		}
 		timeout := s.timeout
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
 			timeout = time.Until(dl)
 		}
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
 		if timeout < 100*time.Millisecond {
+			s.mu.Unlock()
 			return nil, fmt.Errorf("sd: connect %s: %w", s.connect, context.DeadlineExceeded)
 		}
+		s.state, s.change = lifecycle.StateStarting, make(chan struct{})
+		s.mu.Unlock()
+
 		c, err := NewClient(s.connect, append(s.opts, ConnectTimeout(timeout))...)
+
+		s.mu.Lock()
 		if err != nil {
-			return nil, err
+			s.state = lifecycle.StateFailed
+		} else {
+			s.state, s.client, s.users = lifecycle.StateStarted, c, 1
 		}
-		s.client = c
+		close(s.change)
+		s.mu.Unlock()
+		return c, err
 	}
-	s.users++
-	return s.client, nil
 }
 
-// Client is the connected Client, or ErrNotStarted before Start and
-// ErrClosed after the last Stop.
+// State returns the Session's state.
+func (s *Session) State() lifecycle.State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state
+}
+
+// Client is the connected Client while a share is out, or ErrNotStarted
+// before the first Start and ErrClosed after the last Stop.
 func (s *Session) Client() (*Client, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch {
-	case s.closed:
+	switch s.state {
+	case lifecycle.StateStarted:
+		return s.client, nil
+	case lifecycle.StateStopping, lifecycle.StateStopped:
 		return nil, ErrClosed
-	case s.client == nil:
-		return nil, ErrNotStarted
 	}
-	return s.client, nil
+	return nil, ErrNotStarted
 }
 
-// Stop counts one user less; the last one closes the Client (the
-// session's ephemeral nodes go), within ctx: when ctx ends first, Stop
-// returns its error and the close ends in the background, in bounded time.
+// Stop gives a share back; the last one closes the Client (the session's
+// ephemeral nodes go), within ctx: when ctx ends first, Stop returns its
+// error and the close ends in the background, in bounded time, before the
+// Session connects again. A Stop after the last one waits for that close,
+// within ctx, and returns nil; a Stop that no Start matches returns
+// ErrNotStarted and changes nothing.
 func (s *Session) Stop(ctx context.Context) error {
 	s.mu.Lock()
-	if s.users > 0 {
-		s.users--
+	switch s.state {
+	case lifecycle.StateStarted:
+	case lifecycle.StateStopping:
+		ch := s.change
+		s.mu.Unlock()
+		select {
+		case <-ch:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("sd: close the ZooKeeper session: %w", ctx.Err())
+		}
+	case lifecycle.StateStopped:
+		s.mu.Unlock()
+		return nil
+	default:
+		s.mu.Unlock()
+		return fmt.Errorf("sd: Stop without a Start that took a share (session %s): %w", s.state, ErrNotStarted)
 	}
-	if s.users > 0 || s.client == nil || s.closed {
+	if s.users--; s.users > 0 {
 		s.mu.Unlock()
 		return nil
 	}
-	s.closed = true
-	c := s.client
+	c, ch := s.client, make(chan struct{})
+	s.state, s.change = lifecycle.StateStopping, ch
 	s.mu.Unlock()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	go func() { // owned by the Session: a Start waits for it
 		c.Close()
+		s.mu.Lock()
+		s.state, s.client = lifecycle.StateStopped, nil
+		close(ch)
+		s.mu.Unlock()
 	}()
 	select {
-	case <-done:
+	case <-ch:
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("sd: close the ZooKeeper session: %w", ctx.Err())
