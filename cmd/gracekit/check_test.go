@@ -42,7 +42,7 @@ func kinds(fs []finding) []string {
 func TestCheckFindsEachKind(t *testing.T) {
 	c := zkServer(t)
 	conn := rawConn(t, c, true)
-	eph := func(p string, data []byte, acl []zk.ACL) {
+	eph := func(t *testing.T, p string, data []byte, acl []zk.ACL) {
 		t.Helper()
 		if _, err := conn.Create(p, data, zk.FlagEphemeral, acl); err != nil {
 			t.Fatalf("create %s: %v", p, err)
@@ -51,42 +51,42 @@ func TestCheckFindsEachKind(t *testing.T) {
 	valid := func(svc, id string, port int) []byte { return curatorJSON(t, svc, id, "10.1.0.1", port) }
 	tests := []struct {
 		name  string
-		build func(base string) // base and base/quote exist, safe
+		build func(t *testing.T, base string) // base and base/quote exist, safe
 		args  []string
 		want  string // the one kind found, "" for none
 		path  string // relative to base
 	}{
 		{
 			name:  "nothing wrong",
-			build: func(base string) { eph(base+"/quote/q1", valid("quote", "q1", 1), safeACL) },
+			build: func(t *testing.T, base string) { eph(t, base+"/quote/q1", valid("quote", "q1", 1), safeACL) },
 		},
 		{
 			name:  "a node that is not Curator JSON",
-			build: func(base string) { eph(base+"/quote/q1", []byte("hello"), safeACL) },
+			build: func(t *testing.T, base string) { eph(t, base+"/quote/q1", []byte("hello"), safeACL) },
 			want:  kindMalformed, path: "/quote/q1",
 		},
 		{
 			name:  "a node whose id is not its name",
-			build: func(base string) { eph(base+"/quote/q1", valid("quote", "q2", 1), safeACL) },
+			build: func(t *testing.T, base string) { eph(t, base+"/quote/q1", valid("quote", "q2", 1), safeACL) },
 			want:  kindMalformed, path: "/quote/q1",
 		},
 		{
 			name: "a node nobody but its owner may read",
-			build: func(base string) {
-				eph(base+"/quote/q1", valid("quote", "q1", 1), zk.DigestACL(zk.PermAll, "admin", "secret"))
+			build: func(t *testing.T, base string) {
+				eph(t, base+"/quote/q1", valid("quote", "q1", 1), zk.DigestACL(zk.PermAll, "admin", "secret"))
 			},
 			want: kindUnreadable, path: "/quote/q1",
 		},
 		{
 			name: "the same node read with the owner's credentials",
-			build: func(base string) {
-				eph(base+"/quote/q1", valid("quote", "q1", 1), zk.DigestACL(zk.PermAll, "admin", "secret"))
+			build: func(t *testing.T, base string) {
+				eph(t, base+"/quote/q1", valid("quote", "q1", 1), zk.DigestACL(zk.PermAll, "admin", "secret"))
 			},
 			args: []string{"-auth", "admin:secret"},
 		},
 		{
 			name: "a service whose children nobody may list",
-			build: func(base string) {
+			build: func(t *testing.T, base string) {
 				if _, err := conn.SetACL(base+"/quote", zk.DigestACL(zk.PermAll, "admin", "secret"), -1); err != nil {
 					t.Fatal(err)
 				}
@@ -95,7 +95,7 @@ func TestCheckFindsEachKind(t *testing.T) {
 		},
 		{
 			name: "a persistent instance node",
-			build: func(base string) {
+			build: func(t *testing.T, base string) {
 				if _, err := conn.Create(base+"/quote/q1", valid("quote", "q1", 1), 0, safeACL); err != nil {
 					t.Fatal(err)
 				}
@@ -104,7 +104,7 @@ func TestCheckFindsEachKind(t *testing.T) {
 		},
 		{
 			name: "a TTL instance node, whose ephemeralOwner is not 0 yet no session",
-			build: func(base string) {
+			build: func(t *testing.T, base string) {
 				if _, err := conn.CreateTTL(base+"/quote/q1", valid("quote", "q1", 1), zk.FlagTTL, safeACL, time.Hour); err != nil {
 					t.Fatal(err)
 				}
@@ -113,7 +113,7 @@ func TestCheckFindsEachKind(t *testing.T) {
 		},
 		{
 			name: "a container instance node",
-			build: func(base string) {
+			build: func(t *testing.T, base string) {
 				if _, err := conn.CreateContainer(base+"/quote/q1", valid("quote", "q1", 1), zk.FlagContainer, safeACL); err != nil {
 					t.Fatal(err)
 				}
@@ -122,26 +122,26 @@ func TestCheckFindsEachKind(t *testing.T) {
 		},
 		{
 			name: "one address and port under two ids",
-			build: func(base string) {
-				eph(base+"/quote/q1", valid("quote", "q1", 7000), safeACL)
-				eph(base+"/quote/q2", valid("quote", "q2", 7000), safeACL)
-				eph(base+"/quote/q3", valid("quote", "q3", 7001), safeACL)
+			build: func(t *testing.T, base string) {
+				eph(t, base+"/quote/q1", valid("quote", "q1", 7000), safeACL)
+				eph(t, base+"/quote/q2", valid("quote", "q2", 7000), safeACL)
+				eph(t, base+"/quote/q3", valid("quote", "q3", 7001), safeACL)
 			},
 			want: kindDuplicate, path: "/quote",
 		},
 		{
 			name: "a service node anyone may write",
-			build: func(base string) {
+			build: func(t *testing.T, base string) {
 				if _, err := conn.SetACL(base+"/quote", zk.WorldACL(zk.PermAll), -1); err != nil {
 					t.Fatal(err)
 				}
-				eph(base+"/quote/q1", valid("quote", "q1", 1), safeACL)
+				eph(t, base+"/quote/q1", valid("quote", "q1", 1), safeACL)
 			},
 			want: kindOpenACL, path: "/quote",
 		},
 		{
 			name: "a base path anyone may create services under",
-			build: func(base string) {
+			build: func(t *testing.T, base string) {
 				if _, err := conn.SetACL(base, append(zk.WorldACL(zk.PermRead|zk.PermCreate), safeACL[1]), -1); err != nil {
 					t.Fatal(err)
 				}
@@ -150,10 +150,10 @@ func TestCheckFindsEachKind(t *testing.T) {
 		},
 		{
 			name: "a children list near jute.maxbuffer",
-			build: func(base string) {
+			build: func(t *testing.T, base string) {
 				for i := range 40 {
 					id := fmt.Sprintf("%s-%02d", strings.Repeat("x", 87), i) // 90 bytes
-					eph(base+"/quote/"+id, valid("quote", id, 1000+i), safeACL)
+					eph(t, base+"/quote/"+id, valid("quote", id, 1000+i), safeACL)
 				}
 			},
 			args: []string{"-max-buffer", "4096"}, // 40 * (4+90) + 20 + 68 = 3848 > 75%
@@ -161,10 +161,10 @@ func TestCheckFindsEachKind(t *testing.T) {
 		},
 		{
 			name: "the same list under a larger buffer",
-			build: func(base string) {
+			build: func(t *testing.T, base string) {
 				for i := range 40 {
 					id := fmt.Sprintf("%s-%02d", strings.Repeat("x", 87), i)
-					eph(base+"/quote/"+id, valid("quote", id, 1000+i), safeACL)
+					eph(t, base+"/quote/"+id, valid("quote", id, 1000+i), safeACL)
 				}
 			},
 			args: []string{"-max-buffer", "8192"},
@@ -172,9 +172,9 @@ func TestCheckFindsEachKind(t *testing.T) {
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			base := fmt.Sprintf("/check-%d", i)
+			base := basePath(fmt.Sprintf("check-%d", i))
 			mkdirs(t, conn, base+"/quote", safeACL)
-			tt.build(base)
+			tt.build(t, base)
 			code, got := checkJSON(t, on(c, base, append([]string{"check"}, tt.args...)...)...)
 			if tt.want == "" {
 				if code != exitOK || len(got.Findings) != 0 {
@@ -196,10 +196,10 @@ func TestCheckFindsEachKind(t *testing.T) {
 	}
 
 	t.Run("text has a line per finding and a summary", func(t *testing.T) {
-		const base = "/check-text"
+		base := basePath("check-text")
 		mkdirs(t, conn, base+"/quote", safeACL)
-		eph(base+"/quote/q1", []byte("hello"), safeACL)
-		eph(base+"/quote/q2", valid("quote", "q2", 1), safeACL)
+		eph(t, base+"/quote/q1", []byte("hello"), safeACL)
+		eph(t, base+"/quote/q2", valid("quote", "q2", 1), safeACL)
 		code, out, _ := gk(t, on(c, base, "check")...)
 		lines := strings.Split(strings.TrimSpace(out), "\n")
 		if code != exitFindings || len(lines) != 2 || !strings.HasPrefix(lines[0], "malformed") ||
@@ -212,7 +212,7 @@ func TestCheckFindsEachKind(t *testing.T) {
 func TestCheckOnWhatGracekitRegistered(t *testing.T) {
 	c := zkServer(t)
 	t.Run("with digest auth, gracekit's parents pass", func(t *testing.T) {
-		const base = "/check-gk-auth"
+		base := basePath("check-gk-auth")
 		cl := newClient(t, c, sd.DigestAuth("quote-team", "pw"))
 		register(t, cl, base, sd.Instance{Name: "quote", ID: "q1", Address: "127.0.0.1", Port: 8081})
 		register(t, cl, base, sd.Instance{Name: "quote", ID: "q2", Address: "127.0.0.1", Port: 8082})
@@ -221,7 +221,7 @@ func TestCheckOnWhatGracekitRegistered(t *testing.T) {
 		}
 	})
 	t.Run("without auth, every parent is open to anyone", func(t *testing.T) {
-		const base = "/check-gk-open"
+		base := basePath("check-gk-open")
 		cl := newClient(t, c)
 		register(t, cl, base, sd.Instance{Name: "quote", ID: "q1", Address: "127.0.0.1", Port: 8081})
 		code, got := checkJSON(t, on(c, base, "check")...)
@@ -241,7 +241,7 @@ func TestCheckOnWhatGracekitRegistered(t *testing.T) {
 // one byte less it cannot.
 func TestChildrenReplySizeIsTheFrameLength(t *testing.T) {
 	c := zkServer(t)
-	const dir = "/check-size/quote"
+	dir := basePath("check-size") + "/quote"
 	conn := rawConn(t, c, false)
 	mkdirs(t, conn, dir, zk.WorldACL(zk.PermAll))
 	var names []string

@@ -109,9 +109,10 @@ func TestNoServerExitsTwoWithinTheTimeout(t *testing.T) {
 func TestEnvironmentIsReadAndFlagsWin(t *testing.T) {
 	c := zkServer(t)
 	cl := newClient(t, c)
-	register(t, cl, "/env-base", sd.Instance{Name: "quote", ID: "q1", Address: "127.0.0.1", Port: 8080})
+	base := basePath("env-base")
+	register(t, cl, base, sd.Instance{Name: "quote", ID: "q1", Address: "127.0.0.1", Port: 8080})
 	t.Setenv(envZKServers, c.ConnectString())
-	t.Setenv(envBasePath, "/env-base")
+	t.Setenv(envBasePath, base)
 	t.Setenv(envZKSessionTimeout, "3s")
 	t.Setenv(envZKAuth, "")
 
@@ -138,7 +139,7 @@ func TestEnvironmentIsReadAndFlagsWin(t *testing.T) {
 		t.Fatalf("-base-path over the environment: services %v, want none", got)
 	}
 	// A chroot in the connect string: the base path is inside it.
-	if got := services("-zk", c.ConnectString()+"/env-base", "-base-path", "/quote"); len(got) != 1 || got[0] != "q1" {
+	if got := services("-zk", c.ConnectString()+base, "-base-path", "/quote"); len(got) != 1 || got[0] != "q1" {
 		t.Fatalf("with a chroot: services %v, want [q1] (the instance node, seen as a service)", got)
 	}
 }

@@ -28,7 +28,7 @@ func lsJSON(t *testing.T, args ...string) lsOutput {
 
 func TestLsShowsWhatGracekitRegistered(t *testing.T) {
 	c := zkServer(t)
-	const base = "/ls-gracekit"
+	base := basePath("ls-gracekit")
 	cl := newClient(t, c)
 	before := time.Now()
 	r1 := register(t, cl, base, sd.Instance{Name: "quote", ID: "quote-1", Address: "127.0.0.1", Port: 8081})
@@ -124,7 +124,7 @@ func TestLsShowsWhatGracekitRegistered(t *testing.T) {
 // them, read field by field.
 func TestLsReadsCuratorFixtures(t *testing.T) {
 	c := zkServer(t)
-	const base = "/ls-curator"
+	base := basePath("ls-curator")
 	conn := rawConn(t, c, true)
 	mkdirs(t, conn, base+"/quote-service", safeACL)
 	for _, name := range []string{"spring-instance.json", "spring-instance-sslport.json"} {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -145,5 +146,11 @@ func register(t *testing.T, cl *sd.Client, base string, inst sd.Instance) *sd.Re
 	t.Cleanup(func() { _ = r.DeregisterContext(context.Background()) })
 	return r
 }
+
+// basePath is a base path no other test, nor an earlier run of the same
+// one (-count), used on the shared server.
+func basePath(name string) string { return fmt.Sprintf("/%s-%d", name, baseSeq.Add(1)) }
+
+var baseSeq atomic.Int64
 
 func hex(session int64) string { return fmt.Sprintf("0x%x", uint64(session)) }

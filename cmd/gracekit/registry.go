@@ -8,6 +8,7 @@ import (
 	"path"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -53,17 +54,17 @@ func dial(ctx context.Context, cfg config, oneShot bool) (*registry, context.Con
 	ready := make(chan struct{})
 	authFailed := make(chan struct{})
 	var readyOnce, failOnce sync.Once
-	var had bool // read and written only by go-zookeeper's event goroutine
+	var had atomic.Bool // go-zookeeper calls back from more than one goroutine
 	cb := func(ev zk.Event) {
 		if ev.Type == zk.EventSession {
 			switch ev.State {
 			case zk.StateHasSession:
-				had = true
+				had.Store(true)
 				readyOnce.Do(func() { close(ready) })
 			case zk.StateAuthFailed:
 				failOnce.Do(func() { close(authFailed) })
 			case zk.StateDisconnected, zk.StateExpired:
-				if had && oneShot {
+				if had.Load() && oneShot {
 					cancel(errSessionLost)
 				}
 			}

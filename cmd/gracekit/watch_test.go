@@ -99,7 +99,7 @@ func is(kind, id string) func(watchEvent) bool {
 
 func TestWatchPrintsChangesLive(t *testing.T) {
 	c := zkServer(t)
-	const base = "/watch-live"
+	base := basePath("watch-live")
 	cl := newClient(t, c)
 	a := register(t, cl, base, sd.Instance{Name: "quote", ID: "a", Address: "127.0.0.1", Port: 8081})
 
@@ -177,7 +177,7 @@ func TestWatchPrintsChangesLive(t *testing.T) {
 // their instances) is watched until it appears.
 func TestWatchWaitsForAServiceToAppearAndPrintsText(t *testing.T) {
 	c := zkServer(t)
-	const base = "/watch-text"
+	base := basePath("watch-text")
 	var out, errs lines
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -216,7 +216,7 @@ func TestWatchForEndsOnItsOwn(t *testing.T) {
 	done := make(chan int, 1)
 	var out, errs lines
 	go func() {
-		done <- run(context.Background(), on(c, "/watch-for", "watch", "quote", "-for", "300ms"), &out, &errs)
+		done <- run(context.Background(), on(c, basePath("watch-for"), "watch", "quote", "-for", "300ms"), &out, &errs)
 	}()
 	select {
 	case code := <-done:
@@ -232,7 +232,7 @@ func TestWatchForEndsOnItsOwn(t *testing.T) {
 // its new session, and goes on reporting changes.
 func TestWatchGoesOnAfterItsSessionExpired(t *testing.T) {
 	c := zkServer(t)
-	const base = "/watch-expiry"
+	base := basePath("watch-expiry")
 	rec := zktest.NewSessionRecorder()
 	dialer = rec.Dial
 	t.Cleanup(func() { dialer = defaultDialer })
