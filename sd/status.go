@@ -16,3 +16,9 @@ const MetadataStatus = "instance_status"
 // MetadataFlushPath is the payload metadata key under which a gateway
 // registers the path of its flush endpoint, so providers can find it.
 const MetadataFlushPath = "gracekit_flush_path"
+
+// MetadataGRPCPort is the metadata key of an instance's gRPC port when it
+// serves gRPC: the key grpc-spring-boot-starter registers and reads, so
+// that Java gRPC clients find the port too. A provider that serves only
+// gRPC registers it as its Port as well.
+const MetadataGRPCPort = "gRPC_port"

@@ -82,6 +82,15 @@ type Server interface {
 	Close() error
 }
 
+// Served is a server a Sequence serves besides Config.Server.
+type Served struct {
+	Server Server
+	// Listener is the one Server serves; nil listens on Addr.
+	Listener net.Listener
+	// Addr is the TCP address to listen on when Listener is nil.
+	Addr string
+}
+
 // Config is what a Sequence drives. Zero durations take the defaults.
 type Config struct {
 	// Registration registers this instance: an *sd.Registrar. Required.
@@ -103,6 +112,10 @@ type Config struct {
 	// Addr is the TCP address to listen on when Listener is nil; empty
 	// uses Server.Addr.
 	Addr string
+	// More are servers served beside Server, as one instance: a gRPC
+	// server next to an HTTP one, each on its own port. They are listened
+	// on, served and drained with it. They need a Server.
+	More []Served
 
 	// ReadyCheck, if set, must pass before registration.
 	ReadyCheck func(ctx context.Context) error
@@ -191,10 +204,11 @@ type Sequence struct {
 	engine *lifecycle.Engine
 
 	registered atomic.Bool
-	ln         net.Listener
+	served     []Served       // Server first, then More
+	lns        []net.Listener // one per served, once listened
 	serving    bool
-	serveDone  chan struct{}
-	serveErr   error
+	serveDone  chan struct{} // closed when every Serve returned
+	serveErrs  []error
 
 	mu     sync.Mutex
 	report Report
@@ -213,6 +227,14 @@ func NewSequence(cfg Config, opts ...lifecycle.Option) (*Sequence, error) {
 	}
 	if hs, ok := cfg.Server.(*http.Server); ok && hs == nil {
 		cfg.Server = nil // a nil *http.Server: no server, as documented
+	}
+	if len(cfg.More) > 0 && cfg.Server == nil {
+		return nil, errors.New("shutdown: Config.More needs a Config.Server")
+	}
+	for i, m := range cfg.More {
+		if m.Server == nil {
+			return nil, fmt.Errorf("shutdown: Config.More[%d] has no Server", i)
+		}
 	}
 	if cfg.Readiness == nil {
 		cfg.Readiness = &Readiness{}
@@ -242,6 +264,9 @@ func NewSequence(cfg Config, opts ...lifecycle.Option) (*Sequence, error) {
 		return nil, fmt.Errorf("shutdown: QuietWindow %s exceeds MaxQuiesce %s", cfg.QuietWindow, cfg.MaxQuiesce)
 	}
 	s := &Sequence{cfg: cfg}
+	if cfg.Server != nil {
+		s.served = append([]Served{{Server: cfg.Server, Listener: cfg.Listener, Addr: cfg.Addr}}, cfg.More...)
+	}
 	e, err := lifecycle.New(s.steps(), append([]lifecycle.Option{lifecycle.WithListener(s.record)}, opts...)...)
 	if err != nil {
 		return nil, err
@@ -333,10 +358,10 @@ func (s *Sequence) Report() Report {
 func (s *Sequence) Addr() net.Addr {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ln == nil {
+	if len(s.lns) == 0 {
 		return nil
 	}
-	return s.ln.Addr()
+	return s.lns[0].Addr()
 }
 
 // Readiness returns the readiness state the Sequence drives.
@@ -351,47 +376,112 @@ func (s *Sequence) record(e lifecycle.Event) {
 	s.report.Steps = append(s.report.Steps, StepReport{Step: e.Step, Duration: e.Duration, Skipped: e.Skipped, Err: e.Err})
 }
 
+// Addrs returns the addresses served, Server's first, once the listen
+// step ran; nil before.
+func (s *Sequence) Addrs() []net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []net.Addr
+	for _, ln := range s.lns {
+		out = append(out, ln.Addr())
+	}
+	return out
+}
+
 func (s *Sequence) listen(ctx context.Context) error {
-	ln := s.cfg.Listener
-	if ln == nil {
-		addr := s.cfg.Addr
-		if addr == "" {
-			if hs, ok := s.cfg.Server.(*http.Server); ok {
+	var lns []net.Listener
+	for i, sv := range s.served {
+		ln := sv.Listener
+		if ln == nil {
+			addr := sv.Addr
+			if hs, ok := sv.Server.(*http.Server); ok && addr == "" && i == 0 {
 				addr = hs.Addr
 			}
+			var lc net.ListenConfig
+			var err error
+			if ln, err = lc.Listen(ctx, "tcp", addr); err != nil {
+				for _, l := range lns {
+					_ = l.Close() // this step failed: its stop will not run
+				}
+				return fmt.Errorf("shutdown: listen: %w", err)
+			}
 		}
-		var lc net.ListenConfig
-		var err error
-		if ln, err = lc.Listen(ctx, "tcp", addr); err != nil {
-			return fmt.Errorf("shutdown: listen: %w", err)
-		}
+		lns = append(lns, ln)
 	}
 	s.mu.Lock()
-	s.ln = ln
+	s.lns = lns
 	s.mu.Unlock()
 	return nil
 }
 
 func (s *Sequence) closeListener(context.Context) error {
 	if s.serving {
-		return nil // the drain closed it
+		return nil // the drain closed them
 	}
-	if err := s.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
-		return err
+	var errs []error
+	for _, ln := range s.lns {
+		if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, err)
+		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func (s *Sequence) serve(context.Context) error {
 	s.serving = true
 	s.serveDone = make(chan struct{})
+	s.serveErrs = make([]error, len(s.served))
+	var wg sync.WaitGroup
+	for i, sv := range s.served {
+		wg.Go(func() {
+			if err := sv.Server.Serve(s.lns[i]); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.serveErrs[i] = err
+			}
+		})
+	}
 	go func() {
-		defer close(s.serveDone)
-		if err := s.cfg.Server.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.serveErr = err
-		}
+		wg.Wait()
+		close(s.serveDone)
 	}()
 	return nil
+}
+
+// servers is what the drain shuts down: Server, or Server and More as
+// one, in parallel.
+func (s *Sequence) servers() Server {
+	if len(s.served) <= 1 {
+		return s.cfg.Server
+	}
+	g := make(serverGroup, len(s.served))
+	for i, sv := range s.served {
+		g[i] = sv.Server
+	}
+	return g
+}
+
+// serverGroup shuts down and closes servers in parallel.
+type serverGroup []Server
+
+func (g serverGroup) Serve(net.Listener) error {
+	return errors.New("shutdown: a server group is served by the Sequence")
+}
+
+func (g serverGroup) Shutdown(ctx context.Context) error {
+	errs := make([]error, len(g))
+	var wg sync.WaitGroup
+	for i, srv := range g {
+		wg.Go(func() { errs[i] = srv.Shutdown(ctx) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (g serverGroup) Close() error {
+	var errs []error
+	for _, srv := range g {
+		errs = append(errs, srv.Close())
+	}
+	return errors.Join(errs...)
 }
 
 func (s *Sequence) register(ctx context.Context) error {
@@ -510,7 +600,7 @@ func (s *Sequence) drain(ctx context.Context) error {
 		cut    int
 		waited error // wait's error when it ended with requests in flight
 	)
-	if srv := s.cfg.Server; srv != nil {
+	if srv := s.servers(); srv != nil {
 		sctx, cancel := context.WithCancel(wait)
 		defer cancel()
 		shut := make(chan error, 1)
@@ -562,8 +652,10 @@ func (s *Sequence) drain(ctx context.Context) error {
 		}
 		select {
 		case <-s.serveDone:
-			if s.serveErr != nil {
-				errs = append(errs, fmt.Errorf("shutdown: serve: %w", s.serveErr))
+			for _, err := range s.serveErrs {
+				if err != nil {
+					errs = append(errs, fmt.Errorf("shutdown: serve: %w", err))
+				}
 			}
 		default:
 			errs = append(errs, fmt.Errorf("shutdown: serve goroutine did not exit within the drain's bound of %s", bound.Round(time.Millisecond)))
