@@ -22,8 +22,10 @@ const (
 	// flight on its connection during a load.
 	DefaultFetchConcurrency = 64
 	// DefaultTombstoneTTL bounds how long an evicted instance stays out when
-	// ZooKeeper never shows it gone nor re-created.
-	DefaultTombstoneTTL = 10 * time.Minute
+	// ZooKeeper never shows it gone, re-created or rewritten: as long as
+	// endpoint.DefaultEvictionHold, so that a flush never keeps a live,
+	// unchanged registration out longer than an Endpointer would.
+	DefaultTombstoneTTL = 30 * time.Second
 )
 
 // ErrDisconnected is the Event.Err an Instancer publishes while its

@@ -6,8 +6,9 @@ import (
 )
 
 type tomb struct {
-	czxid int64
-	until time.Time
+	czxid   int64
+	version int32 // the node's data version when evicted
+	until   time.Time
 }
 
 // EvictResult says what EvictRegistration did.
@@ -47,8 +48,10 @@ func (in *Instancer) Evict(id string) (Instance, bool) {
 // EvictRegistration removes the instance with this id from the published
 // set at once, if czxid is the creation zxid of its node (0 matches any),
 // and returns it. A tombstone keeps it out until ZooKeeper shows its node
-// gone, or re-created with a newer creation zxid (or the tombstone TTL
-// passes). An id the Instancer does not list, or lists from another
+// gone, re-created with a newer creation zxid, or written again (a newer
+// data version: an instance that left rotation and came back, say), or the
+// tombstone TTL passes (DefaultTombstoneTTL), whichever comes first. An
+// id the Instancer does not list, or lists from another
 // registration, changes nothing: an eviction can only ever end the
 // registration it names.
 func (in *Instancer) EvictRegistration(id string, czxid int64) (Instance, EvictResult) {
@@ -63,7 +66,7 @@ func (in *Instancer) EvictRegistration(id string, czxid int64) (Instance, EvictR
 			res = OtherRegistration
 			continue
 		}
-		in.tombs[id] = tomb{czxid: e.inst.Czxid, until: time.Now().Add(in.opts.tombTTL)}
+		in.tombs[id] = tomb{czxid: e.inst.Czxid, version: e.inst.Version, until: time.Now().Add(in.opts.tombTTL)}
 		if in.opts.metrics.Evictions != nil {
 			in.opts.metrics.Evictions.Add(1)
 		}

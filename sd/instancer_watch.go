@@ -729,10 +729,10 @@ func (in *Instancer) publishLocked() {
 			continue
 		}
 		if t, ok := in.tombs[e.inst.ID]; ok {
-			if e.inst.Czxid <= t.czxid && now.Before(t.until) {
+			if e.inst.Czxid <= t.czxid && e.inst.Version <= t.version && now.Before(t.until) {
 				continue
 			}
-			delete(in.tombs, e.inst.ID) // re-created, or expired
+			delete(in.tombs, e.inst.ID) // re-created, rewritten since, or expired
 		}
 		insts = append(insts, e.inst)
 	}
