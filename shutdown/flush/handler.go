@@ -194,7 +194,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.With("result", string(res)).Add(1)
 	}
 	if l := h.opts.logger; l != nil {
-		l.Info("flush: "+string(res), "service", req.Service, "instance", req.ID, "czxid", req.Czxid)
+		// Valid flushes come in volume too (a fleet's rolling restart, or a
+		// signer gone wrong): one line per result a second, as refusals.
+		if ok, suppressed := h.logs.admit("result:"+string(res), h.now()); ok {
+			l.Info("flush: "+string(res), "service", req.Service, "instance", req.ID, "czxid", req.Czxid, "suppressed", suppressed)
+		}
 	}
 	w.Header().Set(HeaderResult, string(res))
 	writeText(w, res.status(), string(res))
@@ -259,11 +263,12 @@ func (h *Handler) verify(hd http.Header, body []byte, now time.Time) (ts int64, 
 	return ts, nonce, "", nil
 }
 
-// refusalLog admits at most one refusal log line per reason per second.
+// refusalLog admits at most one log line per reason (a refusal's, or an
+// accepted flush's result) per second.
 // It is hand-written rather than a golang.org/x/time/rate.Limiter per
 // reason because each line reports how many refusals of its reason went
 // unlogged since the previous line, which a Limiter does not count. The
-// reasons are a fixed set, so its memory is bounded.
+// reasons and results are fixed sets, so its memory is bounded.
 type refusalLog struct {
 	mu   sync.Mutex
 	last map[string]refusalEntry

@@ -150,3 +150,24 @@ func TestAFloodOfRefusedFlushesLogsBoundedLinesAndCountsEveryRefusal(t *testing.
 	}
 	t.Logf("%d requests in %v: %d log lines, first: %s", n, took, out.count(), strings.SplitN(out.buf.String(), "\n", 2)[0])
 }
+
+// Issue 16: valid, acknowledged flushes in volume also write a bounded
+// number of log lines (a gateway's log grew by 6.8 MB over 45,000 of them).
+func TestAFloodOfAcknowledgedFlushesLogsBoundedLines(t *testing.T) {
+	out := &lines{}
+	gw, ev := newGateway(t, flush.WithLogger(slog.New(slog.NewTextHandler(out, nil))))
+	const n = 4000
+	ts := time.Now()
+	begin := time.Now()
+	codes := send(t, n, func(int) *http.Request { return signedRequest(t, gw.URL, secret, self, ts) })
+	took := time.Since(begin)
+	if codes[http.StatusOK] != n {
+		t.Fatalf("answers %v, want %d × 200", codes, n)
+	}
+	if ev.count() != n {
+		t.Fatalf("evicted %d times, want %d", ev.count(), n)
+	}
+	if limit := int(took/time.Second) + 2; out.count() > limit || out.count() < 1 {
+		t.Errorf("%d log lines for %d acknowledged flushes in %v, want 1 to %d", out.count(), n, took, limit)
+	}
+}
