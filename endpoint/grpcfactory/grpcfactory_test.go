@@ -22,6 +22,7 @@ import (
 
 	"github.com/gracekit/gracekit/endpoint"
 	"github.com/gracekit/gracekit/endpoint/grpcfactory"
+	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/sd"
 	"github.com/gracekit/gracekit/zktest"
 )
@@ -159,13 +160,7 @@ func TestRefusedDialIsNotSentAndEjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer eps.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for len(eps.Instances()) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the Endpointer lists %v, want both instances", eps.Instances())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.WaitFor(t, "both instances listed", func() bool { return len(eps.Instances()) == 2 })
 	rr, err := endpoint.NewRoundRobin(eps)
 	if err != nil {
 		t.Fatal(err)

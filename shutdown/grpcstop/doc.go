@@ -25,6 +25,10 @@
 //     NOT_SERVING, so that a client's health check (grpc-go's
 //     healthCheckConfig) neither holds the drain nor is cut by it.
 //
+// Server returned a shutdown.Server before issue 14; it returns the
+// *Adapter now, which callers that assign it to shutdown.Config.Server
+// need not notice.
+//
 // Wire them as:
 //
 //	srv := grpc.NewServer(grpcstop.ServerOptions(tracker)...)
