@@ -42,6 +42,7 @@ const (
 	EnvInstanceID         = "GRACEKIT_INSTANCE_ID"
 	EnvAddress            = "GRACEKIT_ADDRESS"
 	EnvPort               = "GRACEKIT_PORT"
+	EnvGRPCPort           = "GRACEKIT_GRPC_PORT"
 	EnvMetadata           = "GRACEKIT_METADATA"
 	EnvFlushSecret        = "GRACEKIT_FLUSH_SECRET"
 	EnvFlushTargets       = "GRACEKIT_FLUSH_TARGETS"
@@ -53,6 +54,10 @@ const (
 	EnvMaxQuiesce         = "GRACEKIT_MAX_QUIESCE"
 	EnvDrainTimeout       = "GRACEKIT_DRAIN_TIMEOUT"
 	EnvStopTimeout        = "GRACEKIT_STOP_TIMEOUT"
+	EnvHealthInterval     = "GRACEKIT_HEALTH_INTERVAL"
+	EnvHealthFailures     = "GRACEKIT_HEALTH_FAILURES"
+	EnvHealthPasses       = "GRACEKIT_HEALTH_PASSES"
+	EnvHealthHold         = "GRACEKIT_HEALTH_HOLD"
 )
 
 // Config is what Discovery, Consumer and Gateway need: Consumer reads only
@@ -85,6 +90,11 @@ type Config struct {
 	// with that Addr is an error, so that the port registered is the one
 	// listened on. Required unless the server's Addr names the port.
 	Port int
+	// GRPCPort is the port the app's *grpc.Server listens on, on all
+	// interfaces, registered in the metadata (sd.MetadataGRPCPort), and as
+	// the Port when the app has no *http.Server (Port must then be zero
+	// or the same). Required with a *grpc.Server.
+	GRPCPort int
 	// Metadata is added to the registered instance's metadata.
 	Metadata map[string]string
 
@@ -122,6 +132,14 @@ type Config struct {
 	// default). Read from GRACEKIT_STOP_TIMEOUT, it must reach fx too:
 	// use FromEnv, or StopTimeout with the same value.
 	StopTimeout time.Duration
+
+	// HealthInterval, HealthFailures, HealthPasses and HealthHold tune the
+	// app's HealthCheck, when it provides one (provider.HealthCheck; zero
+	// takes provider's defaults).
+	HealthInterval time.Duration
+	HealthFailures int
+	HealthPasses   int
+	HealthHold     time.Duration
 
 	// stopFromEnv: StopTimeout was read from GRACEKIT_STOP_TIMEOUT.
 	stopFromEnv bool
@@ -189,6 +207,28 @@ func configFromLookup(lookup func(string) (string, bool)) (Config, error) {
 		}
 		c.Port = p
 	}
+	if v := get(EnvGRPCPort); v != "" {
+		p, err := strconv.Atoi(v)
+		if err != nil {
+			return Config{}, &ConfigError{Field: "GRPCPort", Env: EnvGRPCPort, Value: v, Want: "a port from 1 to 65535", Err: err}
+		}
+		c.GRPCPort = p
+	}
+	for _, n := range []struct {
+		field, env string
+		p          *int
+	}{
+		{"HealthFailures", EnvHealthFailures, &c.HealthFailures},
+		{"HealthPasses", EnvHealthPasses, &c.HealthPasses},
+	} {
+		if v := get(n.env); v != "" {
+			x, err := strconv.Atoi(v)
+			if err != nil || x < 1 {
+				return Config{}, &ConfigError{Field: n.field, Env: n.env, Value: v, Want: "a count of 1 or more", Err: err}
+			}
+			*n.p = x
+		}
+	}
 	if v := get(EnvMetadata); v != "" {
 		c.Metadata = map[string]string{}
 		for _, kv := range list(v) {
@@ -208,6 +248,8 @@ func configFromLookup(lookup func(string) (string, bool)) (Config, error) {
 		{"MaxQuiesce", EnvMaxQuiesce, &c.MaxQuiesce},
 		{"DrainTimeout", EnvDrainTimeout, &c.DrainTimeout},
 		{"StopTimeout", EnvStopTimeout, &c.StopTimeout},
+		{"HealthInterval", EnvHealthInterval, &c.HealthInterval},
+		{"HealthHold", EnvHealthHold, &c.HealthHold},
 	} {
 		v := get(d.env)
 		if v == "" {
@@ -302,6 +344,9 @@ func (c Config) checkProvider(gateway bool) (*settings, error) {
 		return nil, &ConfigError{Field: "Address", Env: EnvAddress, Value: c.Address,
 			Want: "the host name or IP address other services reach this instance at, without a port, a scheme or spaces (IPv6 without brackets), e.g. 10.0.0.7 or quote-1.svc"}
 	}
+	if c.GRPCPort < 0 || c.GRPCPort > 65535 {
+		return nil, &ConfigError{Field: "GRPCPort", Env: EnvGRPCPort, Value: strconv.Itoa(c.GRPCPort), Want: "a port from 1 to 65535, or zero without a *grpc.Server"}
+	}
 	if c.Port < 0 || c.Port > 65535 {
 		return nil, &ConfigError{Field: "Port", Env: EnvPort, Value: strconv.Itoa(c.Port), Want: "a port from 1 to 65535, or zero when the *http.Server's Addr names the port"}
 	}
@@ -353,6 +398,8 @@ func (c Config) checkProvider(gateway bool) (*settings, error) {
 		{"MaxQuiesce", EnvMaxQuiesce, c.MaxQuiesce},
 		{"DrainTimeout", EnvDrainTimeout, c.DrainTimeout},
 		{"StopTimeout", EnvStopTimeout, c.StopTimeout},
+		{"HealthInterval", EnvHealthInterval, c.HealthInterval},
+		{"HealthHold", EnvHealthHold, c.HealthHold},
 	} {
 		if d.v < 0 {
 			return nil, &ConfigError{Field: d.field, Env: d.env, Value: d.v.String(), Want: "a positive duration, or zero for the default"}
@@ -365,6 +412,9 @@ func (c Config) checkProvider(gateway bool) (*settings, error) {
 	}
 	if c.StopTimeout == 0 {
 		s.StopTimeout = DefaultStopTimeout
+	}
+	if c.HealthFailures < 0 || c.HealthPasses < 0 {
+		return nil, &ConfigError{Field: "HealthFailures", Env: EnvHealthFailures, Value: strconv.Itoa(c.HealthFailures) + "/" + strconv.Itoa(c.HealthPasses), Want: "counts of 1 or more, or zero for the defaults"}
 	}
 	qw, mq := s.QuietWindow, s.MaxQuiesce
 	if qw == 0 {
@@ -435,6 +485,19 @@ func (s *settings) listen(srv *http.Server) (port int, addr string, err error) {
 			Want: fmt.Sprintf("zero or %d, the port of the *http.Server's Addr %q, which the server listens on", p, srv.Addr)}
 	}
 	return p, srv.Addr, nil
+}
+
+// grpcPort checks Config.GRPCPort for the app's *grpc.Server; alone says
+// that it is the only server, so its port is the one registered.
+func (s *settings) grpcPort(alone bool) (int, error) {
+	if s.GRPCPort < 1 || s.GRPCPort > 65535 {
+		return 0, &ConfigError{Field: "GRPCPort", Env: EnvGRPCPort, Value: strconv.Itoa(s.GRPCPort), Want: "a port from 1 to 65535 for the app's *grpc.Server to listen on"}
+	}
+	if alone && s.Port != 0 && s.Port != s.GRPCPort {
+		return 0, &ConfigError{Field: "Port", Env: EnvPort, Value: strconv.Itoa(s.Port),
+			Want: fmt.Sprintf("zero or %d: with a *grpc.Server only, the port registered is GRPCPort", s.GRPCPort)}
+	}
+	return s.GRPCPort, nil
 }
 
 func (s *settings) hasFlushTargets() bool {

@@ -4,25 +4,33 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"go.uber.org/fx"
+	"google.golang.org/grpc"
 
 	"github.com/gracekit/gracekit/consumer"
 	"github.com/gracekit/gracekit/provider"
 	"github.com/gracekit/gracekit/sd"
 	"github.com/gracekit/gracekit/shutdown"
+	"github.com/gracekit/gracekit/shutdown/grpcstop"
 )
 
-// Discovery is the provider module: it registers the app's *http.Server
-// in ZooKeeper, serves it, and stops it without failed requests. It needs
-// a Config and the *http.Server in the container, and provides:
+// Discovery is the provider module: it registers the app's *http.Server,
+// *grpc.Server, or both (two ports, one registration, one stop), in
+// ZooKeeper, serves them, and stops them without failed requests. It needs
+// a Config and at least one of the two servers in the container (build a
+// *grpc.Server with GRPCServerOptions, and set Config.GRPCPort), and
+// provides:
 //
 //   - *provider.Provider: the instance's whole life (provider.New); its
 //     Report tells how the stop went, its Instance what was registered;
 //   - *shutdown.Tracker and *shutdown.Readiness: the requests in flight
-//     and the state behind /readyz;
+//     and the state behind /readyz and the gRPC health service;
+//   - GRPCServerOptions: what the app's *grpc.Server is built with;
 //   - *sd.Session: the ZooKeeper session (Client() once started), shared
 //     with Consumer or Gateway when the app has one.
 //
@@ -68,7 +76,7 @@ var Discovery = fx.Options(
 	fx.Provide(newHookOrder),
 	fx.Decorate(decorateLifecycle),
 	fx.Module("gracekit.discovery",
-		fx.Provide(newDiscovery),
+		fx.Provide(newDiscovery, newTracker, newGRPCServerOptions),
 		fx.Invoke(func(*provider.Provider) {}),
 	),
 )
@@ -79,31 +87,58 @@ type discoveryParams struct {
 	Common commonParams
 	// Calling and Route come from Consumer or Gateway; first, so that
 	// their hooks are appended, and run at start, before the provider's.
-	Calling *calling    `optional:"true"`
-	Route   *flushRoute `optional:"true"`
-	Server  *http.Server
+	Calling *calling     `optional:"true"`
+	Route   *flushRoute  `optional:"true"`
+	Server  *http.Server `optional:"true"`
+	GRPC    *grpc.Server `optional:"true"`
+	Tracker *shutdown.Tracker
+	Health  HealthCheck `optional:"true"`
 }
+
+// HealthCheck is the app's own health check, when it provides one: while
+// it fails (Config.HealthFailures times in a row) the instance leaves
+// rotation without stopping, and it comes back when it passes again (see
+// provider.HealthCheck).
+type HealthCheck func(ctx context.Context) error
 
 type discoveryResult struct {
 	fx.Out
 
 	Provider  *provider.Provider
-	Tracker   *shutdown.Tracker
 	Readiness *shutdown.Readiness
 	Session   *sd.Session
 }
 
 func newDiscovery(p discoveryParams) (discoveryResult, error) {
-	if p.Server == nil {
-		return discoveryResult{}, fmt.Errorf("fxmodule: Discovery needs an *http.Server, got nil")
+	if p.Server == nil && p.GRPC == nil {
+		return discoveryResult{}, fmt.Errorf("fxmodule: Discovery needs an *http.Server or a *grpc.Server (or both) in the app, got neither")
+	}
+	if p.Route != nil && p.Server == nil {
+		return discoveryResult{}, fmt.Errorf("fxmodule: Gateway serves its flush handler on the app's *http.Server, and the app provides none")
 	}
 	s, err := p.Common.Config.checkProvider(p.Route != nil)
 	if err != nil {
 		return discoveryResult{}, err
 	}
-	port, addr, err := s.listen(p.Server)
-	if err != nil {
-		return discoveryResult{}, err
+	var (
+		port     int
+		addr     string
+		grpcAddr string
+	)
+	if p.Server != nil {
+		if port, addr, err = s.listen(p.Server); err != nil {
+			return discoveryResult{}, err
+		}
+	}
+	if p.GRPC != nil {
+		g, err := s.grpcPort(p.Server == nil)
+		if err != nil {
+			return discoveryResult{}, err
+		}
+		grpcAddr = net.JoinHostPort("", strconv.Itoa(g))
+		if p.Server == nil {
+			port = g
+		}
 	}
 	log := p.Common.logger()
 	var (
@@ -124,8 +159,15 @@ func newDiscovery(p discoveryParams) (discoveryResult, error) {
 
 	cfg := s.providerConfig()
 	cfg.Instance = sd.Instance{Name: s.Service, ID: s.InstanceID, Address: s.Address, Port: port, Metadata: s.Metadata}
-	cfg.Server = p.Server
+	if p.Server != nil {
+		cfg.Server = p.Server
+	}
 	cfg.Addr = addr
+	cfg.GRPC, cfg.GRPCAddr, cfg.Tracker = p.GRPC, grpcAddr, p.Tracker
+	if p.Health != nil {
+		cfg.Health = provider.HealthCheck{Check: p.Health, Interval: s.HealthInterval,
+			Failures: s.HealthFailures, Passes: s.HealthPasses, Hold: s.HealthHold}
+	}
 	opts := append([]provider.Option{provider.WithLogger(log), provider.WithRegistrarOptions(sd.BasePath(s.BasePath))},
 		p.Common.Metrics.providerOptions()...)
 	if len(s.FlushGateways) > 0 {
@@ -172,7 +214,28 @@ func newDiscovery(p discoveryParams) (discoveryResult, error) {
 			return err
 		},
 	})
-	return discoveryResult{Provider: prov, Tracker: prov.Tracker(), Readiness: prov.Readiness(), Session: sess}, nil
+	return discoveryResult{Provider: prov, Readiness: prov.Readiness(), Session: sess}, nil
+}
+
+// GRPCServerOptions are the options an app's *grpc.Server is built with
+// for Discovery to serve it: interceptors that count the calls in the
+// provider's Tracker (health, reflection and channelz aside) and send the
+// closing signal once the stop began. Discovery provides them:
+//
+//	fx.Provide(func(o fxmodule.GRPCServerOptions) *grpc.Server {
+//		s := grpc.NewServer(o...)
+//		pb.RegisterQuotesServer(s, quotes{})
+//		return s
+//	})
+//
+// Register no health service: Discovery registers the standard one, which
+// follows the instance's readiness.
+type GRPCServerOptions []grpc.ServerOption
+
+func newTracker() *shutdown.Tracker { return new(shutdown.Tracker) }
+
+func newGRPCServerOptions(t *shutdown.Tracker) GRPCServerOptions {
+	return GRPCServerOptions(grpcstop.ServerOptions(t))
 }
 
 // StopTimeout sets fx's stop timeout and the module's stop budget

@@ -21,15 +21,22 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	pathpkg "path"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/go-kit/kit/metrics"
 	"github.com/google/uuid"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/gracekit/gracekit/consumer"
 	"github.com/gracekit/gracekit/internal/runstate"
@@ -37,6 +44,7 @@ import (
 	"github.com/gracekit/gracekit/sd"
 	"github.com/gracekit/gracekit/shutdown"
 	"github.com/gracekit/gracekit/shutdown/flush"
+	"github.com/gracekit/gracekit/shutdown/grpcstop"
 )
 
 // Config describes a provider instance. Zero durations take shutdown's
@@ -54,8 +62,32 @@ type Config struct {
 	Listener net.Listener
 	// Addr is the TCP address to listen on; empty takes the *http.Server's.
 	Addr string
+
+	// GRPC, if set, is a gRPC server the instance serves, beside Server
+	// (grpc-gateway style: two ports, one registration, one stop) or
+	// alone. Build it over Tracker, so that its calls count in the drain:
+	//
+	//	tracker := new(shutdown.Tracker)
+	//	gs := grpc.NewServer(grpcstop.ServerOptions(tracker)...)
+	//
+	// The provider registers the standard health service on it, which
+	// follows the instance's readiness (NOT_SERVING from the stop's first
+	// step; Watch streams end at the drain); register none yourself. The
+	// gRPC port is registered in the metadata (sd.MetadataGRPCPort), and
+	// as the Port when there is no Server.
+	GRPC *grpc.Server
+	// GRPCListener, if set, is what GRPC serves; otherwise it listens on
+	// GRPCAddr (with no Server: on Listener or Addr when these are empty).
+	GRPCListener net.Listener
+	GRPCAddr     string
+	// Tracker counts the instance's requests; nil makes one. Required with
+	// GRPC: the one its interceptors count in.
+	Tracker *shutdown.Tracker
 	// ReadyCheck, if set, must pass before registration.
 	ReadyCheck func(ctx context.Context) error
+	// Health, with a Check, takes the running instance out of rotation
+	// while it is sick and brings it back when it recovers (HealthCheck).
+	Health HealthCheck
 
 	// Flush: the gateways told to evict this instance at stop.
 	Flush Flush
@@ -96,6 +128,8 @@ type options struct {
 	lifecycle []lifecycle.Option
 	consumer  *consumer.Consumer
 	routes    []route
+
+	healthCounter metrics.Counter
 }
 
 type route struct {
@@ -169,6 +203,7 @@ type Provider struct {
 	tracker *shutdown.Tracker
 	ready   *shutdown.Readiness
 	notify  *flush.Notifier
+	grpc    *grpcstop.Adapter // Config.GRPC's, nil without
 	gw      atomic.Pointer[flush.TargetSource]
 	run     runstate.Machine
 
@@ -176,6 +211,7 @@ type Provider struct {
 	seq      *shutdown.Sequence // the last Start's (one per attempt: a Sequence runs once)
 	reg      *sd.Registrar      // made at Start, over the session's client
 	lnClosed bool               // Config.Listener was closed
+	health   *healthLoop        // while started with a HealthCheck
 }
 
 // ErrListenerClosed is returned by a Start after a failed Start or a Stop
@@ -190,8 +226,22 @@ func New(sess *sd.Session, cfg Config, opts ...Option) (*Provider, error) {
 	if sess == nil {
 		return nil, fmt.Errorf("provider: nil session (want one from sd.NewSession)")
 	}
-	if cfg.Server == nil {
-		return nil, fmt.Errorf("provider: Config.Server is nil (want an *http.Server or grpcstop.Server)")
+	if hs, ok := cfg.Server.(*http.Server); ok && hs == nil {
+		cfg.Server = nil
+	}
+	if cfg.Server == nil && cfg.GRPC == nil {
+		return nil, fmt.Errorf("provider: Config.Server and Config.GRPC are nil (want an *http.Server, a *grpc.Server, or both)")
+	}
+	if cfg.GRPC != nil && cfg.Tracker == nil {
+		return nil, fmt.Errorf("provider: Config.GRPC needs Config.Tracker, the one its interceptors count in: grpc.NewServer(grpcstop.ServerOptions(tracker)...)")
+	}
+	if cfg.GRPC != nil {
+		if _, ok := cfg.GRPC.GetServiceInfo()[healthpb.Health_ServiceDesc.ServiceName]; ok {
+			return nil, fmt.Errorf("provider: Config.GRPC has a health service registered already: register none, the provider's follows the instance's readiness")
+		}
+		if cfg.Server == nil && cfg.GRPCListener == nil && cfg.GRPCAddr == "" {
+			cfg.GRPCListener, cfg.GRPCAddr, cfg.Listener, cfg.Addr = cfg.Listener, cfg.Addr, nil, ""
+		}
 	}
 	o := options{logger: slog.New(slog.DiscardHandler)}
 	for _, opt := range opts {
@@ -212,9 +262,37 @@ func New(sess *sd.Session, cfg Config, opts ...Option) (*Provider, error) {
 	if !sd.ValidHost(inst.Address) {
 		return nil, fmt.Errorf("provider: Config.Instance.Address %q: want a host name or an IP address, without a port, a scheme or spaces (IPv6 without brackets)", inst.Address)
 	}
+	if cfg.GRPC != nil {
+		port, err := grpcPort(cfg)
+		if err != nil {
+			return nil, err
+		}
+		inst.Metadata = maps.Clone(inst.Metadata)
+		if inst.Metadata == nil {
+			inst.Metadata = map[string]string{}
+		}
+		inst.Metadata[sd.MetadataGRPCPort] = strconv.Itoa(port)
+	}
+	if cfg.Health.Check != nil {
+		h, err := cfg.Health.withDefaults()
+		if err != nil {
+			return nil, err
+		}
+		cfg.Health = h
+	}
 	cfg.Instance = inst
+	tracker := cfg.Tracker
+	if tracker == nil {
+		tracker = &shutdown.Tracker{}
+	}
 	p := &Provider{sess: sess, cfg: cfg, opts: o, log: o.logger.With("component", "provider", "service", inst.Name, "instance", inst.ID),
-		tracker: &shutdown.Tracker{}, ready: &shutdown.Readiness{}}
+		tracker: tracker, ready: &shutdown.Readiness{}}
+	if cfg.GRPC != nil {
+		hs := health.NewServer()
+		p.grpc = grpcstop.Server(cfg.GRPC, grpcstop.WithHealth(hs))
+		services := slices.Collect(maps.Keys(cfg.GRPC.GetServiceInfo()))
+		grpcstop.Health(p.ready, hs, services...) // for the provider's life
+	}
 	n, err := p.notifier()
 	if err != nil {
 		return nil, err
@@ -241,9 +319,17 @@ func (p *Provider) newSequence(closeSession func(context.Context) error) (*shutd
 	if budget == 0 {
 		budget = lifecycle.DefaultStopBudget
 	}
+	server, ln, addr := cfg.Server, cfg.Listener, cfg.Addr
+	var more []shutdown.Served
+	switch {
+	case p.grpc != nil && server == nil:
+		server, ln, addr = p.grpc, cfg.GRPCListener, cfg.GRPCAddr
+	case p.grpc != nil:
+		more = []shutdown.Served{{Server: p.grpc, Listener: cfg.GRPCListener, Addr: cfg.GRPCAddr}}
+	}
 	seq, err := shutdown.NewSequence(shutdown.Config{
 		Registration: registration{p}, Tracker: p.tracker, Readiness: p.ready, Notifier: p.notify,
-		Server: cfg.Server, Listener: cfg.Listener, Addr: cfg.Addr, ReadyCheck: cfg.ReadyCheck,
+		Server: server, Listener: ln, Addr: addr, More: more, ReadyCheck: cfg.ReadyCheck,
 		CloseSession: closeSession,
 		StartTimeout: cfg.StartTimeout, OutOfServiceTimeout: cfg.OutOfServiceTimeout, DeregisterTimeout: cfg.DeregisterTimeout,
 		FlushTimeout: cfg.FlushTimeout, QuietWindow: cfg.QuietWindow, MaxQuiesce: cfg.MaxQuiesce,
@@ -335,7 +421,7 @@ func (p *Provider) Start(ctx context.Context) error {
 
 func (p *Provider) start(ctx context.Context) error {
 	p.mu.Lock()
-	closed := p.lnClosed && p.cfg.Listener != nil
+	closed := p.lnClosed && (p.cfg.Listener != nil || p.cfg.GRPCListener != nil)
 	p.mu.Unlock()
 	if closed {
 		return ErrListenerClosed
@@ -375,6 +461,7 @@ func (p *Provider) start(ctx context.Context) error {
 		p.closeListener()
 		return err
 	}
+	p.startHealth()
 	return nil
 }
 
@@ -383,8 +470,12 @@ func (p *Provider) start(ctx context.Context) error {
 func (p *Provider) closeListener() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cfg.Listener != nil && !p.lnClosed {
-		_ = p.cfg.Listener.Close()
+	if !p.lnClosed {
+		for _, ln := range []net.Listener{p.cfg.Listener, p.cfg.GRPCListener} {
+			if ln != nil {
+				_ = ln.Close()
+			}
+		}
 	}
 	p.lnClosed = true
 }
@@ -398,7 +489,12 @@ func (p *Provider) closeListener() {
 // later Stops wait for the first and return its result. After Stop, Start
 // returns lifecycle.ErrStopped.
 func (p *Provider) Stop(ctx context.Context) error {
-	return p.run.Stop(ctx, func(ctx context.Context) error { return p.sequence().Stop(ctx) }, p.closeListener)
+	return p.run.Stop(ctx, func(ctx context.Context) error {
+		// The health check ends first: a stopping instance never returns
+		// to UP.
+		herr := p.stopHealth(ctx)
+		return errors.Join(herr, p.sequence().Stop(ctx))
+	}, p.closeListener)
 }
 
 // State is where the provider is in its life.
@@ -420,8 +516,41 @@ func (p *Provider) Readiness() *shutdown.Readiness { return p.ready }
 // Report tells how the last stop went; call it after Stop.
 func (p *Provider) Report() shutdown.Report { return p.sequence().Report() }
 
-// Addr is the address served, once Start listened; nil before.
+// Addr is the address served, once Start listened; nil before. With both
+// Server and GRPC it is Server's; see GRPCAddr.
 func (p *Provider) Addr() net.Addr { return p.sequence().Addr() }
+
+// GRPCAddr is the address Config.GRPC serves, once Start listened; nil
+// before, or without GRPC.
+func (p *Provider) GRPCAddr() net.Addr {
+	if p.grpc == nil {
+		return nil
+	}
+	addrs := p.sequence().Addrs()
+	if len(addrs) == 0 {
+		return nil
+	}
+	return addrs[len(addrs)-1]
+}
+
+// grpcPort is the port GRPC is registered with: its listener's, its
+// address's, or the instance's Port when GRPC is served alone.
+func grpcPort(cfg Config) (int, error) {
+	if ln := cfg.GRPCListener; ln != nil {
+		if a, ok := ln.Addr().(*net.TCPAddr); ok && a.Port > 0 {
+			return a.Port, nil
+		}
+	}
+	if _, ps, err := net.SplitHostPort(cfg.GRPCAddr); err == nil {
+		if port, err := strconv.Atoi(ps); err == nil && port > 0 && port < 65536 {
+			return port, nil
+		}
+	}
+	if cfg.Server == nil && cfg.Instance.Port > 0 {
+		return cfg.Instance.Port, nil
+	}
+	return 0, fmt.Errorf("provider: Config.GRPCAddr %q names no port, and Config.GRPCListener is nil: the gRPC port is registered (metadata %s), so it must be known before Start", cfg.GRPCAddr, sd.MetadataGRPCPort)
+}
 
 // Instance is what the provider registers (its ID filled in).
 func (p *Provider) Instance() sd.Instance { return p.cfg.Instance }

@@ -11,9 +11,12 @@ import (
 //
 // Its state only moves forward: not ready, ready, stopping. Once
 // SetUnready was called the instance is stopping and never ready again,
-// whatever SetReady calls race it or follow it.
+// whatever SetReady calls race it or follow it. Health is a second input
+// (SetHealthy): a ready instance whose health check fails is not ready,
+// without stopping, and is ready again when it passes.
 type Readiness struct {
 	state atomic.Int32 // a readinessState
+	sick  atomic.Bool  // the instance's own health check fails
 
 	mu   sync.Mutex // serializes changes with their notifications
 	subs map[int]func(ready bool)
@@ -33,17 +36,35 @@ const (
 func (r *Readiness) SetReady() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.state.CompareAndSwap(stateNotReady, stateReady) {
+	if r.state.CompareAndSwap(stateNotReady, stateReady) && !r.sick.Load() {
 		r.notifyLocked(true)
 	}
 }
+
+// SetHealthy records whether the instance's own health check passes. An
+// unhealthy instance is not ready (/readyz answers 503 "unhealthy", the gRPC
+// health service NOT_SERVING) until it is healthy again; a stopping one
+// stays not ready whatever this says.
+func (r *Readiness) SetHealthy(healthy bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sick.Swap(!healthy) == !healthy {
+		return // no change
+	}
+	if r.state.Load() == stateReady {
+		r.notifyLocked(healthy)
+	}
+}
+
+// Healthy reports what SetHealthy said last; true before any call.
+func (r *Readiness) Healthy() bool { return !r.sick.Load() }
 
 // SetUnready marks the instance as stopping; it is not ready from now on,
 // for good.
 func (r *Readiness) SetUnready() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.state.Swap(stateStopping) == stateReady {
+	if r.state.Swap(stateStopping) == stateReady && !r.sick.Load() {
 		r.notifyLocked(false)
 	}
 }
@@ -62,7 +83,7 @@ func (r *Readiness) Notify(f func(ready bool)) (cancel func()) {
 	id := r.next
 	r.next++
 	r.subs[id] = f
-	f(r.state.Load() == stateReady)
+	f(r.Ready())
 	return func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -77,7 +98,7 @@ func (r *Readiness) notifyLocked(ready bool) {
 }
 
 // Ready reports whether the instance is ready.
-func (r *Readiness) Ready() bool { return r.state.Load() == stateReady }
+func (r *Readiness) Ready() bool { return r.state.Load() == stateReady && !r.sick.Load() }
 
 // ReadyHandler answers /readyz: 200 "ok" when ready, 503 "not ready" before
 // registration succeeded and 503 "stopping" once the stop began.
@@ -85,6 +106,10 @@ func (r *Readiness) ReadyHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		switch r.state.Load() {
 		case stateReady:
+			if r.sick.Load() {
+				writeText(w, http.StatusServiceUnavailable, "unhealthy")
+				return
+			}
 			writeText(w, http.StatusOK, "ok")
 		case stateStopping:
 			writeText(w, http.StatusServiceUnavailable, "stopping")

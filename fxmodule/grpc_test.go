@@ -1,0 +1,98 @@
+package fxmodule_test
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxtest"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/gracekit/gracekit/fxmodule"
+	"github.com/gracekit/gracekit/internal/testutil"
+	"github.com/gracekit/gracekit/provider"
+	"github.com/gracekit/gracekit/sd"
+	"github.com/gracekit/gracekit/zktest"
+)
+
+var echoDesc = grpc.ServiceDesc{
+	ServiceName: "gracekit.test.Echo",
+	HandlerType: (*any)(nil),
+	Methods: []grpc.MethodDesc{{
+		MethodName: "Say",
+		Handler: func(_ any, ctx context.Context, dec func(any) error, icpt grpc.UnaryServerInterceptor) (any, error) {
+			in := new(wrapperspb.StringValue)
+			if err := dec(in); err != nil {
+				return nil, err
+			}
+			call := func(_ context.Context, req any) (any, error) { return req, nil }
+			if icpt == nil {
+				return call(ctx, in)
+			}
+			return icpt(ctx, in, &grpc.UnaryServerInfo{FullMethod: "/gracekit.test.Echo/Say"}, call)
+		},
+	}},
+}
+
+func newGRPCServer(o fxmodule.GRPCServerOptions) *grpc.Server {
+	s := grpc.NewServer(o...)
+	s.RegisterService(&echoDesc, struct{}{})
+	return s
+}
+
+// Discovery serves an app that provides only a *grpc.Server in one line:
+// registered at GRPCPort, health following readiness, calls counted.
+func TestDiscoveryServesAGRPCOnlyApp(t *testing.T) {
+	zkc := zktest.New(t)
+	conn := testutil.ZKConn(t, zkc.Addrs())
+	cfg := providerConfig(zkc, "grpc-1", 0)
+	cfg.GRPCPort = testutil.FreePort(t)
+	var p *provider.Provider
+	app := fxtest.New(t, fx.Supply(cfg), fx.Provide(newGRPCServer), fxmodule.Discovery, fx.Populate(&p))
+	app.RequireStart()
+	data, _, err := conn.Get("/services/quote/grpc-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst, err := sd.CuratorCodec{}.Decode("quote", "grpc-1", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inst.Port != cfg.GRPCPort || inst.Metadata[sd.MetadataGRPCPort] != strconv.Itoa(cfg.GRPCPort) {
+		t.Fatalf("registered port %d, %s=%q; want %d", inst.Port, sd.MetadataGRPCPort, inst.Metadata[sd.MetadataGRPCPort], cfg.GRPCPort)
+	}
+	cc, err := grpc.NewClient(net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.GRPCPort)), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out := new(wrapperspb.StringValue)
+	if err := cc.Invoke(ctx, "/gracekit.test.Echo/Say", wrapperspb.String("hi"), out); err != nil || out.GetValue() != "hi" {
+		t.Fatalf("call: %q, %v", out.GetValue(), err)
+	}
+	if r, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil || r.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health: %v, %v", r.GetStatus(), err)
+	}
+	app.RequireStop()
+	if exists(t, conn, "/services/quote/grpc-1") {
+		t.Fatal("registered after stop")
+	}
+	if r := p.Report(); r.Err != nil || r.AfterDeregistration != 0 {
+		t.Fatalf("stop report: err %v, %d after deregistration", r.Err, r.AfterDeregistration)
+	}
+}
+
+// A *grpc.Server without Config.GRPCPort is a ConfigError.
+func TestAGRPCAppWithoutGRPCPortIsAConfigError(t *testing.T) {
+	cfg := fxmodule.Config{ZKServers: "127.0.0.1:2181", Service: "quote", Address: "127.0.0.1"}
+	err := fx.New(fx.NopLogger, fx.Supply(cfg), fx.Provide(newGRPCServer), fxmodule.Discovery).Err()
+	configErr(t, err, "GRPCPort")
+}

@@ -1,0 +1,224 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-kit/kit/metrics"
+
+	"github.com/gracekit/gracekit/sd"
+)
+
+// Health check defaults.
+const (
+	DefaultHealthInterval = 5 * time.Second
+	DefaultHealthFailures = 3
+	DefaultHealthPasses   = 2
+	DefaultHealthHold     = 10 * time.Second
+)
+
+// HealthCheck takes a running instance out of rotation while it knows it
+// is sick, without stopping it: after Failures failed checks in a row,
+// /readyz answers 503, the gRPC health service NOT_SERVING, the node's
+// status turns OUT_OF_SERVICE (data watchers drop it) and the gateways are
+// flushed (their caches drop it at once). After Passes passed checks in a
+// row it is UP again everywhere (gateways see the node written again and
+// take it back). Two transitions are at least Hold apart: an instance
+// changes its status at most once per Hold, however its check alternates.
+// Once the stop began the check no longer runs, and the instance never
+// returns to UP.
+type HealthCheck struct {
+	// Check returns nil when the instance can serve. nil disables health
+	// checking. It gets a ctx bounded by Timeout.
+	Check func(ctx context.Context) error
+	// Interval between checks; zero is DefaultHealthInterval.
+	Interval time.Duration
+	// Timeout of one check; zero is Interval.
+	Timeout time.Duration
+	// Failures in a row that take the instance out; zero is
+	// DefaultHealthFailures.
+	Failures int
+	// Passes in a row that bring it back; zero is DefaultHealthPasses.
+	Passes int
+	// Hold is the least time between two transitions; zero is
+	// DefaultHealthHold.
+	Hold time.Duration
+}
+
+// HealthTransition is one change of an instance's health verdict.
+type HealthTransition struct {
+	At      time.Time
+	Healthy bool
+	// Err is the check's last error when it turned unhealthy, and what
+	// failed in carrying the verdict out (status, flush), if anything.
+	Err error
+}
+
+func (h HealthCheck) withDefaults() (HealthCheck, error) {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"Interval", h.Interval}, {"Timeout", h.Timeout}, {"Hold", h.Hold}} {
+		if d.v < 0 {
+			return h, fmt.Errorf("provider: invalid HealthCheck.%s %s (must not be negative)", d.name, d.v)
+		}
+	}
+	if h.Failures < 0 || h.Passes < 0 {
+		return h, fmt.Errorf("provider: invalid HealthCheck thresholds %d failures, %d passes (must not be negative)", h.Failures, h.Passes)
+	}
+	if h.Interval == 0 {
+		h.Interval = DefaultHealthInterval
+	}
+	if h.Timeout == 0 {
+		h.Timeout = h.Interval
+	}
+	if h.Failures == 0 {
+		h.Failures = DefaultHealthFailures
+	}
+	if h.Passes == 0 {
+		h.Passes = DefaultHealthPasses
+	}
+	if h.Hold == 0 {
+		h.Hold = DefaultHealthHold
+	}
+	return h, nil
+}
+
+// WithHealthCounter counts health transitions, with label "to" = "healthy"
+// or "unhealthy".
+func WithHealthCounter(c metrics.Counter) Option {
+	return optionFunc(func(o *options) error { o.healthCounter = c; return nil })
+}
+
+// healthLoop runs the HealthCheck of one started provider; its stop, which
+// the provider's Stop calls first, cancels it and waits for it.
+type healthLoop struct {
+	p      *Provider
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu          sync.Mutex
+	transitions []HealthTransition
+}
+
+func (p *Provider) startHealth() {
+	if p.cfg.Health.Check == nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &healthLoop{p: p, cancel: cancel, done: make(chan struct{})}
+	p.mu.Lock()
+	p.health = h
+	p.mu.Unlock()
+	go h.run(ctx)
+}
+
+// stopHealth stops the health loop and waits for it, within ctx.
+func (p *Provider) stopHealth(ctx context.Context) error {
+	p.mu.Lock()
+	h := p.health
+	p.mu.Unlock()
+	if h == nil {
+		return nil
+	}
+	h.cancel()
+	select {
+	case <-h.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("provider: the health check did not end before the stop's deadline: %w", ctx.Err())
+	}
+}
+
+// Health returns the health transitions so far, oldest first.
+func (p *Provider) Health() []HealthTransition {
+	p.mu.Lock()
+	h := p.health
+	p.mu.Unlock()
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]HealthTransition(nil), h.transitions...)
+}
+
+func (h *healthLoop) run(ctx context.Context) {
+	defer close(h.done)
+	hc := h.p.cfg.Health
+	t := time.NewTicker(hc.Interval)
+	defer t.Stop()
+	var (
+		healthy        = true
+		fails, passes  int
+		lastTransition time.Time
+		lastErr        error
+	)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cctx, cancel := context.WithTimeout(ctx, hc.Timeout)
+		err := hc.Check(cctx)
+		cancel()
+		if ctx.Err() != nil {
+			return // stopping: a check cut by the stop says nothing
+		}
+		if err != nil {
+			fails, passes, lastErr = fails+1, 0, err
+		} else {
+			fails, passes = 0, passes+1
+		}
+		held := !lastTransition.IsZero() && time.Since(lastTransition) < hc.Hold
+		switch {
+		case held:
+		case healthy && fails >= hc.Failures:
+			healthy, lastTransition = false, time.Now()
+			h.record(ctx, false, lastErr)
+		case !healthy && passes >= hc.Passes:
+			healthy, lastTransition = true, time.Now()
+			h.record(ctx, true, nil)
+		}
+	}
+}
+
+// record carries a verdict out: readiness, the node's status and, leaving
+// rotation, a flush of the gateways; then logs, counts and keeps it.
+func (h *healthLoop) record(ctx context.Context, healthy bool, cause error) {
+	p := h.p
+	p.ready.SetHealthy(healthy)
+	status, to := sd.StatusOutOfService, "unhealthy"
+	if healthy {
+		status, to = sd.StatusUp, "healthy"
+	}
+	bound := 2 * p.cfg.Health.Interval
+	errs := []error{cause}
+	if reg := p.Registrar(); reg != nil {
+		sctx, cancel := context.WithTimeout(ctx, bound)
+		errs = append(errs, reg.SetStatus(sctx, status))
+		cancel()
+	}
+	if !healthy && p.notify != nil {
+		fctx, cancel := context.WithTimeout(ctx, bound)
+		_, err := p.notify.Flush(fctx)
+		cancel()
+		errs = append(errs, err)
+	}
+	err := errors.Join(errs...)
+	if healthy {
+		p.log.Info("health: back in rotation", "status", status, "err", err)
+	} else {
+		p.log.Warn("health: out of rotation", "status", status, "err", err)
+	}
+	if c := p.opts.healthCounter; c != nil {
+		c.With("to", to).Add(1)
+	}
+	h.mu.Lock()
+	h.transitions = append(h.transitions, HealthTransition{At: time.Now(), Healthy: healthy, Err: err})
+	h.mu.Unlock()
+}

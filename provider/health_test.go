@@ -1,0 +1,217 @@
+package provider_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gracekit/gracekit/internal/testutil"
+	"github.com/gracekit/gracekit/provider"
+	"github.com/gracekit/gracekit/sd"
+	"github.com/gracekit/gracekit/zktest"
+)
+
+// sickProvider serves GET /work like startProvider, counts what it serves,
+// and runs a health check whose verdict the test sets.
+type sickProvider struct {
+	*provider.Provider
+	served atomic.Int64
+	sick   atomic.Bool
+	checks atomic.Int64
+}
+
+func startSickProvider(t *testing.T, zkc *zktest.Cluster, id string, flushURLs []string, check func(sp *sickProvider) func(context.Context) error) *sickProvider {
+	t.Helper()
+	sp := &sickProvider{}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := sd.NewSession(zkc.ConnectString(), sd.SessionTimeout(4*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/work", func(w http.ResponseWriter, _ *http.Request) {
+		sp.served.Add(1)
+		time.Sleep(2 * time.Millisecond)
+		_, _ = io.WriteString(w, id)
+	})
+	if check == nil {
+		check = func(sp *sickProvider) func(context.Context) error {
+			return func(context.Context) error {
+				sp.checks.Add(1)
+				if sp.sick.Load() {
+					return errors.New("the database is down")
+				}
+				return nil
+			}
+		}
+	}
+	p, err := provider.New(sess, provider.Config{
+		Instance:    sd.Instance{Name: "quote", ID: id, Address: "127.0.0.1", Port: ln.Addr().(*net.TCPAddr).Port},
+		Server:      &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},
+		Listener:    ln,
+		Flush:       provider.Flush{Secret: secret, Targets: flushURLs},
+		QuietWindow: 100 * time.Millisecond,
+		Health: provider.HealthCheck{Check: check(sp), Interval: 50 * time.Millisecond,
+			Failures: 3, Passes: 2, Hold: 300 * time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp.Provider = p
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Stop(context.Background()) })
+	return sp
+}
+
+// Issue 16: the check of one of three providers starts failing under load;
+// once its flush was acknowledged no consumer sends it another request (a
+// gracekit gateway, and a data watcher of the node's status); when the
+// check passes again it gets traffic again.
+func TestASickInstanceLeavesRotationAndComesBack(t *testing.T) {
+	zkc := zktest.New(t)
+	gw := startGateway(t, zkc)
+	sick := startSickProvider(t, zkc, "p1", []string{gw.url}, nil)
+	startSickProvider(t, zkc, "p2", []string{gw.url}, nil)
+	startSickProvider(t, zkc, "p3", []string{gw.url}, nil)
+
+	// A data watcher, as Curator's ServiceCache or a Node client: it lists
+	// only the instances whose node says UP.
+	watcherClient, err := sd.NewClient(zkc.ConnectString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcherClient.Close()
+	watcher, err := sd.NewInstancer(watcherClient, "quote")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Stop()
+
+	var (
+		stop   = make(chan struct{})
+		wg     sync.WaitGroup
+		failed atomic.Int64
+	)
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				if _, err := gw.call(ctx); err != nil {
+					failed.Add(1)
+				}
+				cancel()
+			}
+		})
+	}
+	defer func() { close(stop); wg.Wait() }()
+	testutil.WaitFor(t, "p1 serving", func() bool { return sick.served.Load() > 20 })
+
+	sick.sick.Store(true)
+	testutil.WaitFor(t, "p1 out of rotation, its flush acknowledged", func() bool {
+		h := sick.Health()
+		return len(h) == 1 && !h[0].Healthy
+	})
+	if h := sick.Health(); h[0].Err == nil || !strings.Contains(h[0].Err.Error(), "the database is down") {
+		t.Fatalf("transition %+v, want the check's error", h[0])
+	}
+	testutil.WaitFor(t, "the data watcher dropped p1", func() bool {
+		for _, i := range watcher.Instances() {
+			if i.ID == "p1" {
+				return false
+			}
+		}
+		return true
+	})
+	if code := get(t, "http://"+sick.Addr().String()+"/readyz"); code != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz of the sick instance: %d, want 503", code)
+	}
+	after := sick.served.Load()
+	time.Sleep(500 * time.Millisecond) // traffic goes on meanwhile; none may reach p1
+	if n := sick.served.Load() - after; n != 0 {
+		t.Fatalf("p1 served %d requests after its flush was acknowledged", n)
+	}
+
+	sick.sick.Store(false)
+	testutil.WaitFor(t, "p1 back in rotation", func() bool {
+		h := sick.Health()
+		return len(h) == 2 && h[1].Healthy
+	})
+	back := sick.served.Load()
+	testutil.WaitFor(t, "p1 gets traffic again", func() bool { return sick.served.Load() > back+20 })
+	if code := get(t, "http://"+sick.Addr().String()+"/readyz"); code != http.StatusOK {
+		t.Fatalf("/readyz after recovery: %d, want 200", code)
+	}
+	if n := failed.Load(); n != 0 {
+		t.Fatalf("%d requests failed", n)
+	}
+}
+
+// A check that alternates pass and fail never reaches the thresholds: no
+// flap, no transition.
+func TestAnAlternatingCheckDoesNotFlap(t *testing.T) {
+	zkc := zktest.New(t)
+	var n atomic.Int64
+	sp := startSickProvider(t, zkc, "alt", nil, func(sp *sickProvider) func(context.Context) error {
+		return func(context.Context) error {
+			sp.checks.Add(1)
+			if n.Add(1)%2 == 0 {
+				return errors.New("flaky")
+			}
+			return nil
+		}
+	})
+	testutil.WaitFor(t, "20 checks", func() bool { return sp.checks.Load() >= 20 })
+	if h := sp.Health(); len(h) != 0 {
+		t.Fatalf("transitions %+v, want none", h)
+	}
+}
+
+// Once the stop began, the instance never returns to UP, even when its
+// check passes again during the stop.
+func TestAStoppingInstanceNeverReturnsToUp(t *testing.T) {
+	zkc := zktest.New(t)
+	conn := testutil.ZKConn(t, zkc.Addrs())
+	sp := startSickProvider(t, zkc, "stopping", nil, nil)
+	sp.sick.Store(true)
+	testutil.WaitFor(t, "out of rotation", func() bool { return len(sp.Health()) == 1 })
+	sp.sick.Store(false)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := sp.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checks := sp.checks.Load()
+	time.Sleep(300 * time.Millisecond)
+	if sp.checks.Load() != checks {
+		t.Fatal("the health check still runs after Stop")
+	}
+	if ok, _, _ := conn.Exists("/services/quote/stopping"); ok {
+		t.Fatal("registered after Stop")
+	}
+}
+
+func get(t *testing.T, url string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testutil.Do(t, req).StatusCode
+}
