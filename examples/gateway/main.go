@@ -28,6 +28,15 @@
 // <base path>/<upstream> (GRACEKIT_BASE_PATH, default /services),
 // sd.NewEndpointer, lb.NewRoundRobin and lb.Retry(3, 2s, rr), as go-kit
 // documents them, and does not register.
+// With -transport grpc the providers are gRPC ones (examples/provider
+// -transport grpc, examples/internal/quotegrpc), called with the order's
+// key in the idempotency-key metadata: graceful mode builds the endpoints
+// with endpoint/grpcfactory; naive mode uses go-kit's transport/grpc with
+// the factory go-kit documents (a ClientConn per instance, returned as the
+// io.Closer); -mode resolver is a plain grpc-go client, one ClientConn to
+// gracekit:///<upstream> through grpcresolver (over a consumer.Consumer)
+// with round_robin and health checking and no retries of its own, and
+// does not register. A failed call's 502 names the provider it went to.
 // It stops on SIGTERM or SIGINT; a second signal kills it.
 package main
 
@@ -65,17 +74,23 @@ import (
 )
 
 func main() {
-	mode := flag.String("mode", "graceful", "gateway stack: graceful (gracekit) or naive (go-kit sd/zk)")
+	mode := flag.String("mode", "graceful", "gateway stack: graceful (gracekit), naive (go-kit sd/zk) or, with -transport grpc, resolver (grpc-go over grpcresolver)")
+	transport := flag.String("transport", "http", "the providers' transport: http or grpc")
 	flag.Parse()
-	if err := run(*mode); err != nil {
+	if err := run(*mode, *transport); err != nil {
 		fmt.Fprintln(os.Stderr, "gateway:", err)
 		os.Exit(1)
 	}
 }
 
-func run(mode string) error {
-	if mode != "graceful" && mode != "naive" {
-		return fmt.Errorf("invalid -mode %q (graceful or naive)", mode)
+func run(mode, transport string) error {
+	switch {
+	case transport != "http" && transport != "grpc":
+		return fmt.Errorf("invalid -transport %q (http or grpc)", transport)
+	case mode == "resolver" && transport != "grpc":
+		return fmt.Errorf("-mode resolver needs -transport grpc")
+	case mode != "graceful" && mode != "naive" && mode != "resolver":
+		return fmt.Errorf("invalid -mode %q (graceful, naive, or resolver with -transport grpc)", mode)
 	}
 	cfg, err := fxmodule.ConfigFromEnv()
 	if err != nil {
@@ -87,14 +102,57 @@ func run(mode string) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).
-		With("app", "gateway", "mode", mode, "self", cfg.InstanceID)
+		With("app", "gateway", "mode", mode, "transport", transport, "self", cfg.InstanceID)
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	m := newMetrics(mode)
-	if mode == "naive" {
-		return runNaive(cfg, upstream, loopbackOnly, m, log, sigs)
+	switch mode {
+	case "resolver":
+		return runResolver(cfg, upstream, loopbackOnly, m, log, sigs)
+	case "naive":
+		var factories []kitsd.Factory
+		if transport == "grpc" {
+			for _, gm := range grpcMethods {
+				factories = append(factories, kitGRPCFactory(gm, loopbackOnly))
+			}
+		} else {
+			for _, r := range []route{quoteRoute, orderRoute} {
+				factory := curatorFactory(r)
+				if loopbackOnly {
+					factory = loopbackFactory(factory, curatorHost)
+				}
+				factories = append(factories, factory)
+			}
+		}
+		return runNaive(cfg, upstream, factories, m, log, sigs)
 	}
-	return runGraceful(cfg, upstream, loopbackOnly, m, log, sigs)
+	if transport == "grpc" {
+		factories, err := grpcFactories(loopbackOnly)
+		if err != nil {
+			return err
+		}
+		return runGraceful(cfg, upstream, factories, withOrderKey, m, log, sigs)
+	}
+	var factories []kitsd.Factory
+	var closers []io.Closer
+	for _, r := range []route{quoteRoute, orderRoute} {
+		f, err := endpoint.NewHTTPFactory(r.method, r.path, r.enc, decodeUpstream)
+		if err != nil {
+			return err
+		}
+		closers = append(closers, f)
+		factory := kitsd.Factory(f.Factory)
+		if loopbackOnly {
+			factory = loopbackFactory(factory, uriHost)
+		}
+		factories = append(factories, factory)
+	}
+	defer func() {
+		for _, c := range closers {
+			_ = c.Close()
+		}
+	}()
+	return runGraceful(cfg, upstream, factories, nil, m, log, sigs)
 }
 
 // waitSignal returns the first SIGTERM or SIGINT and stops relaying them,
@@ -105,12 +163,14 @@ func waitSignal(sigs chan os.Signal) os.Signal {
 	return sig
 }
 
-func runGraceful(cfg fxmodule.Config, upstream string, loopbackOnly bool, m *metrics, log *slog.Logger, sigs chan os.Signal) error {
+// runGraceful serves the quote and order routes through gracekit's
+// consumer over factories (one per route); wrap, if set, wraps each
+// route's endpoint.
+func runGraceful(cfg fxmodule.Config, upstream string, factories []kitsd.Factory, wrap kitendpoint.Middleware, m *metrics, log *slog.Logger, sigs chan os.Signal) error {
 	stopTimeout := cfg.StopTimeout
 	if stopTimeout == 0 {
 		stopTimeout = fxmodule.DefaultStopTimeout
 	}
-	var factories []*endpoint.HTTPFactory
 	app := fx.New(
 		fx.WithLogger(func() fxevent.Logger {
 			l := &fxevent.SlogLogger{Logger: log}
@@ -126,15 +186,7 @@ func runGraceful(cfg fxmodule.Config, upstream string, loopbackOnly bool, m *met
 			// as it is built from this server).
 			calls := make([]kitendpoint.Endpoint, 2)
 			for i, r := range []route{quoteRoute, orderRoute} {
-				f, err := endpoint.NewHTTPFactory(r.method, r.path, r.enc, decodeUpstream)
-				if err != nil {
-					return nil, err
-				}
-				factories = append(factories, f)
-				factory := kitsd.Factory(f.Factory)
-				if loopbackOnly {
-					factory = loopbackFactory(factory, uriHost)
-				}
+				factory := factories[i]
 				name := routeName(r)
 				lc.Append(fx.StartHook(func(ctx context.Context) (err error) {
 					calls[i], err = c.Endpoint(ctx, upstream, counted(factory),
@@ -144,7 +196,11 @@ func runGraceful(cfg fxmodule.Config, upstream string, loopbackOnly bool, m *met
 				}))
 			}
 			call := func(i int) kitendpoint.Endpoint {
-				return func(ctx context.Context, req any) (any, error) { return calls[i](ctx, req) }
+				e := kitendpoint.Endpoint(func(ctx context.Context, req any) (any, error) { return calls[i](ctx, req) })
+				if wrap != nil {
+					e = wrap(e)
+				}
+				return e
 			}
 			return &http.Server{Handler: newMux(call(0), call(1), m), ReadHeaderTimeout: 5 * time.Second}, nil
 		}),
@@ -156,21 +212,19 @@ func runGraceful(cfg fxmodule.Config, upstream string, loopbackOnly bool, m *met
 	if err := app.Start(startCtx); err != nil {
 		return err
 	}
-	log.Info("serving", "port", cfg.Port, "upstream", upstream, "loopback_only", loopbackOnly)
+	log.Info("serving", "port", cfg.Port, "upstream", upstream)
 	sig := waitSignal(sigs)
 	log.Info("stopping", "signal", sig.String())
 	stopCtx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()
-	err := app.Stop(stopCtx)
-	for _, f := range factories {
-		_ = f.Close()
-	}
-	return err
+	return app.Stop(stopCtx)
 }
 
 // runNaive is the gateway as go-kit documents it: sd/zk Instancer,
 // sd.NewEndpointer, lb.NewRoundRobin, lb.Retry.
-func runNaive(cfg fxmodule.Config, upstream string, loopbackOnly bool, m *metrics, log *slog.Logger, sigs chan os.Signal) error {
+// factories are one per route (quote, orders), over the instance strings
+// go-kit's sd/zk publishes: the nodes' data.
+func runNaive(cfg fxmodule.Config, upstream string, factories []kitsd.Factory, m *metrics, log *slog.Logger, sigs chan os.Signal) error {
 	servers, chroot, err := sd.ParseConnectString(cfg.ZKServers)
 	if err != nil {
 		return err
@@ -198,24 +252,25 @@ func runNaive(cfg fxmodule.Config, upstream string, loopbackOnly bool, m *metric
 	defer instancer.Stop()
 
 	var calls []kitendpoint.Endpoint
-	for _, r := range []route{quoteRoute, orderRoute} {
-		factory := curatorFactory(r)
-		if loopbackOnly {
-			factory = loopbackFactory(factory, curatorHost)
-		}
+	for _, factory := range factories {
 		endpointer := kitsd.NewEndpointer(instancer, counted(factory), klog)
 		defer endpointer.Close()
-		calls = append(calls, kitlb.Retry(3, 2*time.Second, kitlb.NewRoundRobin(endpointer)))
+		calls = append(calls, withOrderKey(kitlb.Retry(3, 2*time.Second, kitlb.NewRoundRobin(endpointer))))
 	}
-	mux := newMux(calls[0], calls[1], m)
+	return serveNaive(cfg.Port, newMux(calls[0], calls[1], m), log, sigs, "upstream", upstream, "path", chroot+basePath+"/"+upstream)
+}
+
+// serveNaive serves mux with /readyz and /livez on port until a signal;
+// kv are logged.
+func serveNaive(port int, mux *http.ServeMux, log *slog.Logger, sigs chan os.Signal, kv ...any) error {
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	served, err := gwrun.Listen(srv, cfg.Port)
+	served, err := gwrun.Listen(srv, port)
 	if err != nil {
 		return err
 	}
-	log.Info("serving", "port", cfg.Port, "upstream", upstream, "path", chroot+basePath+"/"+upstream, "loopback_only", loopbackOnly)
+	log.Info("serving", append([]any{"port", port}, kv...)...)
 	return served.Wait(sigs, log)
 }
 

@@ -190,6 +190,9 @@ func upstreamOf(err error) string {
 	if errors.As(err, &kre) {
 		err = kre.Final
 	}
+	if a := upstreamAddr(err); a != "" {
+		return a
+	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		if u, perr := url.Parse(ue.URL); perr == nil {

@@ -17,6 +17,12 @@
 // Every answer names the instance id it registered with (GRACEKIT_INSTANCE_ID,
 // or a random UUID when that is unset).
 //
+// With -transport grpc it serves the same service over gRPC only
+// (examples/internal/quotegrpc: Quotes/Get and Quotes/PlaceOrder, the
+// order's key in the idempotency-key metadata), on GRACEKIT_GRPC_PORT,
+// registered with that port, with the standard health service that
+// Discovery registers and keeps in step with the stop; no /readyz.
+//
 // It stops on SIGTERM or SIGINT (a second signal kills it). With -mode graceful (the default) it runs
 // gracekit's whole stop sequence; with -mode naive it closes its ZooKeeper
 // session (so its node goes) and exits at once, with no drain and no flush.
@@ -49,12 +55,27 @@ import (
 
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxevent"
+	"google.golang.org/grpc"
 
 	"github.com/gracekit/gracekit/examples/internal/demometrics"
 	"github.com/gracekit/gracekit/fxmodule"
 	"github.com/gracekit/gracekit/provider"
 	"github.com/gracekit/gracekit/sd"
 )
+
+// server provides the app's one server: an *http.Server, or a gRPC-only
+// *grpc.Server, which Discovery serves on GRACEKIT_GRPC_PORT and registers
+// with that port.
+func server(transport string, svc *quoteService) fx.Option {
+	if transport == "grpc" {
+		return fx.Provide(func(o fxmodule.GRPCServerOptions) *grpc.Server { return newGRPCServer(o, svc) })
+	}
+	return fx.Provide(func() *http.Server {
+		// The handler is set here: Discovery wraps it once, when it
+		// builds, and listens on GRACEKIT_PORT (the server has no Addr).
+		return &http.Server{Handler: newHandler(svc), ReadHeaderTimeout: 5 * time.Second}
+	})
+}
 
 // StopReport is the STOPREPORT line's JSON, fields in the contract's order.
 type StopReport struct {
@@ -71,16 +92,20 @@ type StopReport struct {
 
 func main() {
 	mode := flag.String("mode", "graceful", "stop behavior: graceful or naive")
+	transport := flag.String("transport", "http", "what it serves: http (go-kit HTTP on GRACEKIT_PORT) or grpc (gRPC only, on GRACEKIT_GRPC_PORT)")
 	flag.Parse()
-	if err := run(*mode); err != nil {
+	if err := run(*mode, *transport); err != nil {
 		fmt.Fprintln(os.Stderr, "provider:", err)
 		os.Exit(1)
 	}
 }
 
-func run(mode string) error {
+func run(mode, transport string) error {
 	if mode != "graceful" && mode != "naive" {
 		return fmt.Errorf("invalid -mode %q (graceful or naive)", mode)
+	}
+	if transport != "http" && transport != "grpc" {
+		return fmt.Errorf("invalid -transport %q (http or grpc)", transport)
 	}
 	cfg, err := fxmodule.ConfigFromEnv()
 	if err != nil {
@@ -125,7 +150,7 @@ func run(mode string) error {
 		cfg.InstanceID = uuid.NewString()
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).
-		With("app", "provider", "mode", mode, "self", cfg.InstanceID)
+		With("app", "provider", "mode", mode, "transport", transport, "self", cfg.InstanceID)
 
 	// Listen for signals before starting, so an early SIGTERM is not lost.
 	sigs := make(chan os.Signal, 1)
@@ -143,12 +168,7 @@ func run(mode string) error {
 		}),
 		fxmodule.StopTimeout(stopTimeout), // fx's stop timeout and the module's budget at once
 		fx.Supply(cfg, log, met),
-		fx.Provide(func() *http.Server {
-			// The handler is set here: Discovery wraps it once, when it
-			// builds, and listens on GRACEKIT_PORT (the server has no Addr).
-			svc := &quoteService{instance: cfg.InstanceID, latency: latency, ledger: led}
-			return &http.Server{Handler: newHandler(svc), ReadHeaderTimeout: 5 * time.Second}
-		}),
+		server(transport, &quoteService{instance: cfg.InstanceID, latency: latency, ledger: led}),
 		fxmodule.Discovery,
 		fx.Populate(&p, &sess),
 	)
@@ -157,7 +177,7 @@ func run(mode string) error {
 	if err := app.Start(startCtx); err != nil {
 		return err
 	}
-	log.Info("serving", "port", p.Instance().Port, "latency", latency, "instance", p.Instance().ID)
+	log.Info("serving", "transport", transport, "port", p.Instance().Port, "latency", latency, "instance", p.Instance().ID)
 
 	sig := <-sigs
 	signal.Stop(sigs) // a second signal kills the process

@@ -27,6 +27,20 @@
 // duplicated leaves out orders the killed provider had started that a
 // consumer re-sent (the table shows them as crash_resent).
 //
+// Then it runs the same for gRPC (-transport): gRPC-only providers
+// (examples/provider -transport grpc: Quotes/Get and Quotes/PlaceOrder, the
+// order's key in the idempotency-key metadata, the same ledger), the same
+// rolling restart with a new port per restart and the same kill -9, behind
+// three gateways (examples/gateway -transport grpc) that call them
+// through gracekit's consumer with endpoint/grpcfactory and Retry
+// ("gracekit"), go-kit's sd/zk, transport/grpc and lb.Retry as documented
+// ("go-kit"), and a plain grpc-go ClientConn through grpcresolver with
+// round_robin and health checking ("grpc-go"). The load and what counts as
+// failed are the HTTP run's: a request the gateway answered other than 200.
+// Its RESULT lines name the transport:
+//
+//	RESULT mode=<graceful|naive> transport=grpc requests=<n> failed=<n> duplicated=<n> p99_ms=<x> max_stop_ms=<x> crash_failed=<n>
+//
 // It exits 1 when graceful mode failed or duplicated any request, when
 // naive mode showed no harm (failed + duplicated = 0), when gracekit's
 // gateway executed an order twice, when an order answered OK is in no
@@ -47,6 +61,7 @@
 //
 // The processes talk to the driver as examples/CONTRACT.md says. Flags:
 //
+//	-transport http,grpc   transports to run, in order, each in every mode
 //	-modes graceful,naive  modes to run, in order
 //	-workers 21            concurrent load workers (going round the consumers)
 //	-requests 5000         minimum requests per mode (20% POST /api/orders)
@@ -88,6 +103,12 @@ const (
 	providerService = "quote"
 	gatewayService  = "gateway"
 	cachedService   = "cachedgw"
+	// The gRPC run's services, apart from the HTTP ones'.
+	grpcProviderService = "quote-grpc"
+	grpcGatewayService  = "gateway-grpc"
+
+	transportHTTP = "http"
+	transportGRPC = "grpc"
 	// basePathPrefix starts the run's own base path (CONTRACT.md); the
 	// driver never deletes a node outside such a path.
 	basePathPrefix = "/gracekit-demo-"
@@ -95,6 +116,7 @@ const (
 )
 
 type config struct {
+	transports  []string // http, grpc: in order, each running every mode
 	modes       []string
 	workers     int
 	minRequests int64
@@ -126,6 +148,7 @@ func parseFlags() config {
 	c := config{preRoll: 1500 * time.Millisecond, preCrash: time.Second, postCrash: 2 * time.Second, postRoll: 0, loadLimit: 75 * time.Second,
 		stopLimit: 20 * time.Second, readyLimit: 30 * time.Second, reqTimeout: 10 * time.Second}
 	modes := flag.String("modes", "graceful,naive", "modes to run, in order")
+	transports := flag.String("transport", "http,grpc", "transports to run, in order, each in every mode: http, grpc")
 	flag.IntVar(&c.workers, "workers", 21, "concurrent load workers (going round the consumers)")
 	flag.Int64Var(&c.minRequests, "requests", 5000, "minimum requests per mode")
 	flag.DurationVar(&c.latency, "latency", 50*time.Millisecond, "PROVIDER_LATENCY given to the providers")
@@ -139,6 +162,11 @@ func parseFlags() config {
 			c.modes = append(c.modes, m)
 		}
 	}
+	for t := range strings.SplitSeq(*transports, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			c.transports = append(c.transports, t)
+		}
+	}
 	c.maxRequests = max(10*c.minRequests, 50000)
 	return c
 }
@@ -148,6 +176,12 @@ func run() (code int) {
 	for _, m := range cfg.modes {
 		if m != "graceful" && m != "naive" {
 			fmt.Fprintf(os.Stderr, "rollout: unknown mode %q (want graceful or naive)\n", m)
+			return 2
+		}
+	}
+	for _, t := range cfg.transports {
+		if t != transportHTTP && t != transportGRPC {
+			fmt.Fprintf(os.Stderr, "rollout: unknown transport %q (want http or grpc)\n", t)
 			return 2
 		}
 	}
@@ -216,7 +250,7 @@ func run() (code int) {
 	code = 0
 	for _, r := range results {
 		if why := verdict(r); why != "" {
-			fmt.Fprintf(os.Stderr, "rollout: mode %s: %s; binaries and logs are in %s\n", r.Mode, why, tmp)
+			fmt.Fprintf(os.Stderr, "rollout: mode %s: %s; binaries and logs are in %s\n", modeTag(r.Transport, r.Mode), why, tmp)
 			d.keptNoted = true
 			code = 1
 		}
@@ -282,12 +316,14 @@ func (d *driver) run(ctx context.Context) ([]*modeResult, error) {
 		return nil, err
 	}
 	var results []*modeResult
-	for _, mode := range d.cfg.modes {
-		r, err := d.runMode(ctx, mode)
-		if err != nil {
-			return nil, fmt.Errorf("mode %s: %w", mode, err)
+	for _, tr := range d.cfg.transports {
+		for _, mode := range d.cfg.modes {
+			r, err := d.runMode(ctx, tr, mode)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", modeTag(tr, mode), err)
+			}
+			results = append(results, r)
 		}
-		results = append(results, r)
 	}
 	return results, nil
 }
@@ -348,7 +384,16 @@ const (
 	consumerGracekit = "gracekit"
 	consumerGoKit    = "go-kit"
 	consumerCached   = "cached"
+	consumerGRPCGo   = "grpc-go" // plain grpc-go through grpcresolver
 )
+
+// modeTag names a mode of a transport in logs: "graceful", "grpc graceful".
+func modeTag(transport, mode string) string {
+	if transport == transportGRPC {
+		return transportGRPC + " " + mode
+	}
+	return mode
+}
 
 // instance is one provider or consumer slot: its id is stable across
 // restarts; a provider gets a new port at each restart unless -reuse-ports.
@@ -359,6 +404,7 @@ type instance struct {
 	bin     string // key of driver.bins
 	args    []string
 	watches bool // a consumer that watches ZooKeeper: it must route to a restarted provider
+	grpc    bool // a gRPC provider: GRACEKIT_GRPC_PORT, ready by its health service
 	port    int
 	vars    map[string]string
 	runs    int
@@ -378,7 +424,10 @@ func (d *driver) startInstance(dir string, in *instance) error {
 	in.runs++
 	vars := maps.Clone(in.vars)
 	vars["GRACEKIT_PORT"] = strconv.Itoa(in.port)
-	if in.service == providerService {
+	if in.grpc {
+		vars["GRACEKIT_GRPC_PORT"] = strconv.Itoa(in.port)
+	}
+	if in.name == "" { // a provider
 		vars["PROVIDER_LEDGER"] = filepath.Join(dir, "ledger", in.procName()+".keys")
 	}
 	logPath := filepath.Join(dir, in.procName()+".log")
@@ -406,25 +455,53 @@ func (d *driver) newPort() (int, error) {
 	return 0, errors.New("no new free port after 20 tries")
 }
 
-func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err error) {
+// slots returns the consumers and providers of a mode of a transport.
+// HTTP: gracekit's gateway, go-kit as documented, and a Spring-style
+// cached gateway, in front of HTTP providers. gRPC: the gateway over
+// gracekit's consumer with endpoint/grpcfactory, over go-kit's sd/zk and
+// transport/grpc, and over a plain grpc-go ClientConn through
+// grpcresolver, in front of gRPC-only providers.
+func slots(transport, mode string) (consumers, providers []*instance) {
+	provService, gwService := providerService, gatewayService
+	var gwArgs, provArgs []string
+	if transport == transportGRPC {
+		provService, gwService = grpcProviderService, grpcGatewayService
+		gwArgs, provArgs = []string{"-transport", transportGRPC}, []string{"-transport", transportGRPC}
+		consumers = []*instance{
+			{service: gwService, id: gwService + "-gracekit", name: consumerGracekit, bin: gatewayService, args: append([]string{"-mode", "graceful"}, gwArgs...), watches: true},
+			{service: gwService, id: gwService + "-gokit", name: consumerGoKit, bin: gatewayService, args: append([]string{"-mode", "naive"}, gwArgs...), watches: true},
+			{service: gwService, id: gwService + "-grpcgo", name: consumerGRPCGo, bin: gatewayService, args: append([]string{"-mode", "resolver"}, gwArgs...), watches: true},
+		}
+	} else {
+		consumers = []*instance{
+			{service: gwService, id: gwService + "-gracekit", name: consumerGracekit, bin: gatewayService, args: []string{"-mode", "graceful"}, watches: true},
+			{service: gwService, id: gwService + "-gokit", name: consumerGoKit, bin: gatewayService, args: []string{"-mode", "naive"}, watches: true},
+			{service: cachedService, id: cachedService + "-1", name: consumerCached, bin: cachedService},
+		}
+	}
+	for i := 1; i <= nProviders; i++ {
+		providers = append(providers, &instance{service: provService, id: fmt.Sprintf("%s-%d", provService, i), bin: providerService,
+			args: append([]string{"-mode", mode}, provArgs...), grpc: transport == transportGRPC})
+	}
+	return consumers, providers
+}
+
+func (d *driver) runMode(ctx context.Context, transport, mode string) (res *modeResult, err error) {
 	cfg := d.cfg
+	tag := modeTag(transport, mode)
 	dir := filepath.Join(d.tmp, mode)
+	keyPrefix := fmt.Sprintf("%s-%s-", d.runID, mode)
+	if transport == transportGRPC {
+		dir = filepath.Join(d.tmp, transportGRPC+"-"+mode)
+		keyPrefix = fmt.Sprintf("%s-%s-%s-", d.runID, transportGRPC, mode)
+	}
 	if err := os.MkdirAll(filepath.Join(dir, "ledger"), 0o755); err != nil {
 		return nil, err
 	}
-	logf("=== mode %s (logs in %s)", mode, dir)
+	logf("=== mode %s (logs in %s)", tag, dir)
 
-	// The three consumers, side by side under the same load: gracekit's
-	// gateway, go-kit as documented, and a Spring-style cached gateway.
-	consumers := []*instance{
-		{service: gatewayService, id: gatewayService + "-gracekit", name: consumerGracekit, bin: gatewayService, args: []string{"-mode", "graceful"}, watches: true},
-		{service: gatewayService, id: gatewayService + "-gokit", name: consumerGoKit, bin: gatewayService, args: []string{"-mode", "naive"}, watches: true},
-		{service: cachedService, id: cachedService + "-1", name: consumerCached, bin: cachedService},
-	}
-	var providers []*instance
-	for i := 1; i <= nProviders; i++ {
-		providers = append(providers, &instance{service: providerService, id: fmt.Sprintf("%s-%d", providerService, i), bin: providerService, args: []string{"-mode", mode}})
-	}
+	// The three consumers, side by side under the same load.
+	consumers, providers := slots(transport, mode)
 	var stale []string
 	for _, in := range slices.Concat(consumers, providers) {
 		stale = append(stale, d.basePath+"/"+in.service+"/"+in.id)
@@ -441,7 +518,6 @@ func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err
 			return nil, err
 		}
 	}
-	cached := consumers[2]
 	for _, in := range slices.Concat(consumers, providers) {
 		in.vars = map[string]string{
 			"GRACEKIT_ZK_SERVERS":   d.zkConnect,
@@ -451,15 +527,15 @@ func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err
 			"GRACEKIT_ADDRESS":      "127.0.0.1",
 			"GRACEKIT_FLUSH_SECRET": secret,
 		}
-		if in.service == providerService {
-			in.vars["GRACEKIT_FLUSH_GATEWAYS"] = gatewayService
+		if in.name == "" { // a provider
+			in.vars["GRACEKIT_FLUSH_GATEWAYS"] = consumers[0].service
 			in.vars["PROVIDER_LATENCY"] = cfg.latency.String()
-			if mode == "graceful" {
+			if mode == "graceful" && transport == transportHTTP {
 				// The Spring compatibility mode flushes the cached gateway.
-				in.vars["GRACEKIT_SPRING_FLUSH_TARGETS"] = cached.url("/flushCache")
+				in.vars["GRACEKIT_SPRING_FLUSH_TARGETS"] = consumers[2].url("/flushCache")
 			}
 		} else {
-			in.vars["GATEWAY_UPSTREAM"] = providerService
+			in.vars["GATEWAY_UPSTREAM"] = providers[0].service
 			in.vars["GATEWAY_LOOPBACK_ONLY"] = "1" // only ever the demo's own providers
 		}
 	}
@@ -487,7 +563,7 @@ func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err
 			return nil, err
 		}
 	}
-	logf("[%s] started %d providers and %d consumers (gracekit, go-kit, cached); waiting for /readyz", mode, nProviders, len(consumers))
+	logf("[%s] started %d providers and %d consumers (%s); waiting for them to be ready", tag, nProviders, len(consumers), strings.Join(namesOf(consumers), ", "))
 	for _, in := range slices.Concat(providers, consumers) {
 		if err := waitReady(ctx, in, cfg.readyLimit); err != nil {
 			return nil, err
@@ -505,9 +581,9 @@ func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err
 			return nil, err
 		}
 	}
-	logf("[%s] all ready; load: %d workers, ≥%d requests, 20%% POST /api/orders with an Idempotency-Key", mode, cfg.workers, cfg.minRequests)
+	logf("[%s] all ready; load: %d workers, ≥%d requests, 20%% POST /api/orders with an Idempotency-Key", tag, cfg.workers, cfg.minRequests)
 
-	ld := newLoad(urls, fmt.Sprintf("%s-%s-", d.runID, mode), cfg.workers, cfg.maxRequests, cfg.reqTimeout, time.Now().Add(cfg.loadLimit))
+	ld := newLoad(urls, keyPrefix, cfg.workers, cfg.maxRequests, cfg.reqTimeout, time.Now().Add(cfg.loadLimit))
 	ld.run(ctx)
 	defer ld.stop()
 	if err := drive.SleepCtx(ctx, cfg.preRoll); err != nil {
@@ -515,7 +591,7 @@ func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err
 	}
 	loadStart := ld.started
 
-	res = &modeResult{Mode: mode, Workers: cfg.workers, Latency: cfg.latency}
+	res = &modeResult{Mode: mode, Transport: transport, Workers: cfg.workers, Latency: cfg.latency}
 	type window struct{ from, to time.Time }
 	windows := make([]window, len(providers))
 	for i, in := range providers {
@@ -531,12 +607,12 @@ func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err
 			// A restart now would happen with no load to show its effect.
 			res.Invalid = fmt.Sprintf("the load reached its bound (%d requests, %.1fs) before %s was stopped",
 				ld.completed.Load(), time.Since(loadStart).Seconds(), in.id)
-			logf("[%s] %s: no more restarts", mode, res.Invalid)
+			logf("[%s] %s: no more restarts", tag, res.Invalid)
 			break
 		}
 		old := in.proc
 		sigAt := time.Now()
-		logf("[%s] SIGTERM %s (%d requests so far, %d failed)", mode, in.id, ld.completed.Load(), ld.fails.Load())
+		logf("[%s] SIGTERM %s (%d requests so far, %d failed)", tag, in.id, ld.completed.Load(), ld.fails.Load())
 		killed := old.Stop(syscall.SIGTERM, cfg.stopLimit)
 		st := stopResult{ID: in.id, Wall: old.ExitedAt().Sub(sigAt), Killed: killed, Exit: old.ExitString()}
 		rep, rerr := stopReportFile(old.LogPath())
@@ -548,7 +624,7 @@ func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err
 			st.ReportErr = "no STOPREPORT line on stdout; stop time is the wall time (see " + old.LogPath() + ")"
 		}
 		if killed {
-			logf("[%s] %s did not exit within %v: killed", mode, in.id, cfg.stopLimit)
+			logf("[%s] %s did not exit within %v: killed", tag, in.id, cfg.stopLimit)
 			if err := deleteNodes(ctx, d.zkConnect, d.basePath, d.basePath+"/"+in.service+"/"+in.id); err != nil {
 				logf("warning: %v", err)
 			}
@@ -561,7 +637,7 @@ func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err
 				return nil, err
 			}
 		}
-		logf("[%s] %s exited (%s) after %.0fms; starting it again at %s", mode, in.id, st.Exit, ms(st.Wall), in.addr())
+		logf("[%s] %s exited (%s) after %.0fms; starting it again at %s", tag, in.id, st.Exit, ms(st.Wall), in.addr())
 		if err := d.startInstance(dir, in); err != nil {
 			return nil, err
 		}
@@ -580,7 +656,7 @@ func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err
 				break // no request will be sent any more; checked below
 			}
 			if time.Now().After(deadline) {
-				logf("[%s] warning: the gateways did not route to %s within 10s of /readyz", mode, in.id)
+				logf("[%s] warning: the gateways did not route to %s within 10s of /readyz", tag, in.id)
 				break
 			}
 			if err := drive.SleepCtx(ctx, 20*time.Millisecond); err != nil {
@@ -594,10 +670,10 @@ func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err
 			// The restart was not seen through: the load stopped first.
 			res.Invalid = fmt.Sprintf("the load reached its bound (%d requests, %.1fs) before the gateways routed to %s again",
 				ld.completed.Load(), time.Since(loadStart).Seconds(), in.id)
-			logf("[%s] %s", mode, res.Invalid)
+			logf("[%s] %s", tag, res.Invalid)
 			break
 		}
-		logf("[%s] %s ready again after %.0fms, routed after %.0fms", mode, in.id, ms(st.BackReady), ms(back.Sub(sigAt)))
+		logf("[%s] %s ready again after %.0fms, routed after %.0fms", tag, in.id, ms(st.BackReady), ms(back.Sub(sigAt)))
 	}
 
 	// One crash: kill -9 a provider under load. Nothing can drain it.
@@ -608,7 +684,7 @@ func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err
 		}
 		victim := providers[1]
 		crash = &crashInfo{ID: victim.id, Proc: victim.procName(), Addr: victim.addr(), At: time.Now()}
-		logf("[%s] kill -9 %s (%s) (%d requests so far, %d failed)", mode, victim.id, crash.Addr, ld.completed.Load(), ld.fails.Load())
+		logf("[%s] kill -9 %s (%s) (%d requests so far, %d failed)", tag, victim.id, crash.Addr, ld.completed.Load(), ld.fails.Load())
 		victim.proc.Stop(syscall.SIGKILL, 5*time.Second)
 		res.CrashExit = victim.proc.ExitString()
 		if err := drive.SleepCtx(ctx, cfg.postCrash); err != nil {
@@ -619,7 +695,7 @@ func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err
 	post := time.Now()
 	for res.Invalid == "" && (time.Since(post) < cfg.postRoll || ld.completed.Load() < cfg.minRequests) {
 		if ld.finished() {
-			logf("[%s] warning: the load stopped at its bound with %d requests", mode, ld.completed.Load())
+			logf("[%s] warning: the load stopped at its bound with %d requests", tag, ld.completed.Load())
 			break
 		}
 		if err := drive.SleepCtx(ctx, 50*time.Millisecond); err != nil {
@@ -652,13 +728,25 @@ func (d *driver) runMode(ctx context.Context, mode string) (res *modeResult, err
 	for i := range res.Stops {
 		res.Stops[i].FailedDuring = failedBetween(samples, windows[i].from, windows[i].to)
 	}
-	logf("[%s] done: %d requests, %d failed, %d duplicated, %d crash-failed", mode, res.Requests(), res.Failed(), res.Duplicated(), res.CrashFailed())
+	logf("[%s] done: %d requests, %d failed, %d duplicated, %d crash-failed", tag, res.Requests(), res.Failed(), res.Duplicated(), res.CrashFailed())
 	return res, nil
 }
 
-// waitReady polls the instance's /readyz until it answers 200.
+// waitReady polls the instance's /readyz until it answers 200, or a gRPC
+// provider's health service until it is SERVING.
 func waitReady(ctx context.Context, in *instance, limit time.Duration) error {
+	if in.grpc {
+		return drive.WaitGRPCReady(ctx, in.id, in.proc, in.addr(), limit)
+	}
 	return drive.WaitReady(ctx, in.id, in.proc, in.url("/readyz"), limit)
+}
+
+func namesOf(cs []*instance) []string {
+	names := make([]string, len(cs))
+	for i, c := range cs {
+		names[i] = c.name
+	}
+	return names
 }
 
 // waitRoutes sends GET /api/quote through the gateway until it answers 200
@@ -702,6 +790,7 @@ var retryMetric = map[string]string{
 	consumerGracekit: "gateway_retries_total",
 	consumerGoKit:    "gateway_retries_total",
 	consumerCached:   "cachedgw_retries_total",
+	consumerGRPCGo:   "gateway_retries_total",
 }
 
 // scrapeRetries returns the retries a consumer counts in its /metrics, by

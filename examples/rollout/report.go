@@ -140,6 +140,7 @@ func (c consumerResult) CrashFailed() int { return c.CrashInFlight + c.CrashAfte
 // modeResult is what one mode of the demo measured.
 type modeResult struct {
 	Mode      string
+	Transport string // "grpc", or "http" or "" for HTTP
 	Workers   int
 	Latency   time.Duration
 	Elapsed   time.Duration
@@ -281,11 +282,19 @@ func (r *modeResult) MaxStopMS() float64 {
 	return m
 }
 
-// resultLine is the machine-readable summary of a mode.
+// grpc tells whether the mode ran over gRPC.
+func (r *modeResult) grpc() bool { return r.Transport == transportGRPC }
+
+// resultLine is the machine-readable summary of a mode: a gRPC mode's
+// names its transport after the mode, an HTTP mode's names none.
 // An invalid mode's line ends with " invalid=1".
 func resultLine(r *modeResult) string {
+	mode := r.Mode
+	if r.grpc() {
+		mode += " transport=" + transportGRPC
+	}
 	line := fmt.Sprintf("RESULT mode=%s requests=%d failed=%d duplicated=%d p99_ms=%.1f max_stop_ms=%.1f crash_failed=%d",
-		r.Mode, r.Requests(), r.Failed(), r.Duplicated(), ms(r.Total.P99), r.MaxStopMS(), r.CrashFailed())
+		mode, r.Requests(), r.Failed(), r.Duplicated(), ms(r.Total.P99), r.MaxStopMS(), r.CrashFailed())
 	if r.Invalid != "" {
 		line += " invalid=1"
 	}
@@ -320,8 +329,12 @@ func verdict(r *modeResult) string {
 
 // writeTable prints the readable report of a mode.
 func writeTable(w io.Writer, r *modeResult) {
+	mode := r.Mode
+	if r.grpc() {
+		mode += " transport=" + transportGRPC
+	}
 	fmt.Fprintf(w, "=== mode %s: %d requests in %.1fs (%.0f req/s), %d workers over %d consumers, provider latency %v\n",
-		r.Mode, r.Requests(), r.Elapsed.Seconds(), drive.Rate(r.Requests(), r.Elapsed), r.Workers, len(r.Consumers), r.Latency)
+		mode, r.Requests(), r.Elapsed.Seconds(), drive.Rate(r.Requests(), r.Elapsed), r.Workers, len(r.Consumers), r.Latency)
 	if r.Invalid != "" {
 		fmt.Fprintf(w, "  INVALID: %s\n", r.Invalid)
 	}
