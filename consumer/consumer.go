@@ -85,6 +85,7 @@ type service struct {
 	err         error
 	ready       chan struct{} // closed once in or err is set
 	endpointers []*endpoint.Endpointer
+	routed      bool // calls go to it through something else than an Endpointer (RoutedInstancer)
 }
 
 // New returns a Consumer over sess. It does no I/O: Start does.
@@ -179,6 +180,24 @@ func (c *Consumer) Instancer(ctx context.Context, name string) (*sd.Instancer, e
 		in.Stop() // Stop ran meanwhile and could not see it
 	}
 	return s.in, s.err
+}
+
+// RoutedInstancer is Instancer for a service the process calls through
+// something other than Endpoint, such as a grpc-go resolver
+// (grpcresolver): the consumer then counts the service as routed, so that
+// its FlushHandler evicts flushed registrations from the Instancer, and so
+// from whatever reads it.
+func (c *Consumer) RoutedInstancer(ctx context.Context, name string) (*sd.Instancer, error) {
+	in, err := c.Instancer(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if s, ok := c.services[name]; ok {
+		s.routed = true
+	}
+	c.mu.Unlock()
+	return in, nil
 }
 
 // BalancerFunc builds the balancer of an endpoint.

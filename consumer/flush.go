@@ -11,14 +11,15 @@ import (
 )
 
 // Evicter returns the flush.Evicter of service name, false when no
-// endpoint was built for it (the consumer does not route it). It is the
+// endpoint was built for it and RoutedInstancer was not asked for it (the
+// consumer does not route it). It is the
 // flush.EvicterLookup of FlushHandler: it evicts the registration a flush
 // names from the service's Instancer, by id and creation zxid, then from
 // every Endpointer over it (flush.DiscoveryEvicter), before it returns.
 func (c *Consumer) Evicter(name string) (flush.Evicter, bool) {
 	c.mu.Lock()
 	s, ok := c.services[name]
-	routed := ok && len(s.endpointers) > 0
+	routed := ok && (len(s.endpointers) > 0 || s.routed)
 	c.mu.Unlock()
 	if !routed {
 		return nil, false

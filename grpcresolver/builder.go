@@ -174,8 +174,10 @@ func (b *Builder) Build(target resolver.Target, cc resolver.ClientConn, _ resolv
 // endpoints for service (it evicts from the Instancer and those
 // endpoints), otherwise, while a resolver watches service, an Evicter of
 // the registration at the service's Instancer (flush.DiscoveryEvicter),
-// whose new set every resolver over it pushes before the next pick. The
-// consumer's lookup alone does not route a service only resolvers watch.
+// whose new set every resolver over it pushes before the next pick.
+// Resolvers read their Instancers through consumer.RoutedInstancer, so the
+// consumer's own lookup (consumer.FlushHandler, fxmodule.Gateway) routes
+// those services too; this one is kept for callers that use it.
 func (b *Builder) Evicter(service string) (flush.Evicter, bool) {
 	if ev, ok := b.c.Evicter(service); ok {
 		return ev, true

@@ -124,7 +124,7 @@ func (r *ccResolver) load() *sd.Instancer {
 	bo.InitialInterval, bo.MaxInterval = 100*time.Millisecond, 5*time.Second
 	for {
 		ctx, cancel := context.WithTimeout(r.ctx, r.b.opts.loadTimeout)
-		in, err := r.b.c.Instancer(ctx, r.service)
+		in, err := r.b.c.RoutedInstancer(ctx, r.service)
 		cancel()
 		if err == nil {
 			return in
