@@ -31,6 +31,9 @@ type Metrics struct {
 	// flush.ResultCounter, label result).
 	FlushRefusals metrics.Counter
 	FlushResults  metrics.Counter
+	// HealthTransitions counts the instance's health changes
+	// (provider.WithHealthCounter: label to = healthy or unhealthy).
+	HealthTransitions metrics.Counter
 }
 
 // instancerOptions scopes the Instancer metrics to service; it is the
@@ -62,6 +65,9 @@ func (m *Metrics) providerOptions() []provider.Option {
 	}
 	if m.FlushCalls != nil {
 		opts = append(opts, provider.WithNotifierOptions(flush.CallCounter(m.FlushCalls)))
+	}
+	if m.HealthTransitions != nil {
+		opts = append(opts, provider.WithHealthCounter(m.HealthTransitions))
 	}
 	return opts
 }
