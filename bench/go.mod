@@ -7,6 +7,7 @@ require (
 	github.com/go-kit/log v0.2.0
 	github.com/go-zookeeper/zk v1.0.4
 	github.com/gracekit/gracekit v0.0.0-00010101000000-000000000000
+	google.golang.org/grpc v1.84.0
 )
 
 require (
@@ -19,7 +20,6 @@ require (
 	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/text v0.40.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260706201446-f0a921348800 // indirect
-	google.golang.org/grpc v1.84.0 // indirect
 	google.golang.org/protobuf v1.36.11 // indirect
 )
 
