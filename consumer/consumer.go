@@ -315,11 +315,16 @@ func (c *Consumer) Stop(ctx context.Context) error {
 
 // close ends what the consumer holds without a session share: nothing to
 // give back, and no Instancer can be made any more.
-func (c *Consumer) close() { _ = c.stop(nil) }
+func (c *Consumer) close() { c.closeServices() }
 
-// stop closes what the consumer built and, with a ctx, gives the
-// session's share back.
+// stop closes what the consumer built and gives the session's share back.
 func (c *Consumer) stop(ctx context.Context) error {
+	c.closeServices()
+	return c.sess.Stop(ctx)
+}
+
+// closeServices closes the Endpointers, then stops the Instancers.
+func (c *Consumer) closeServices() {
 	c.mu.Lock()
 	services := c.services
 	c.services = nil
@@ -339,8 +344,4 @@ func (c *Consumer) stop(ctx context.Context) error {
 		default: // still being made: its maker stops it
 		}
 	}
-	if ctx == nil {
-		return nil
-	}
-	return c.sess.Stop(ctx)
 }

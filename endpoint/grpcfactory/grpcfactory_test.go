@@ -86,17 +86,6 @@ func serve(t *testing.T, id string, h handler) (addr string, srv *grpc.Server) {
 	return ln.Addr().String(), srv
 }
 
-// deadAddr is a loopback address that refuses connections.
-func deadAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
 
 func newFactory(t *testing.T, opts ...grpcfactory.Option) *grpcfactory.Factory {
 	t.Helper()
