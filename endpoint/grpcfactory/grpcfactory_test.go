@@ -86,7 +86,6 @@ func serve(t *testing.T, id string, h handler) (addr string, srv *grpc.Server) {
 	return ln.Addr().String(), srv
 }
 
-
 func newFactory(t *testing.T, opts ...grpcfactory.Option) *grpcfactory.Factory {
 	t.Helper()
 	f, err := grpcfactory.New(serviceName, "Get",
