@@ -96,3 +96,40 @@ func TestAGRPCAppWithoutGRPCPortIsAConfigError(t *testing.T) {
 	err := fx.New(fx.NopLogger, fx.Supply(cfg), fx.Provide(newGRPCServer), fxmodule.Discovery).Err()
 	configErr(t, err, "GRPCPort")
 }
+
+// An app with both servers is one registration: the HTTP port, and the
+// gRPC port in its metadata; one stop ends both.
+func TestDiscoveryServesHTTPAndGRPCAsOneInstance(t *testing.T) {
+	zkc := zktest.New(t)
+	conn := testutil.ZKConn(t, zkc.Addrs())
+	port := testutil.FreePort(t)
+	cfg := providerConfig(zkc, "both-1", port)
+	cfg.GRPCPort = testutil.FreePort(t)
+	app := fxtest.New(t, fx.Supply(cfg), fx.Provide(helloServer, newGRPCServer), fxmodule.Discovery)
+	app.RequireStart()
+	children, _, err := conn.Children("/services/quote")
+	if err != nil || len(children) != 1 {
+		t.Fatalf("registrations %v (%v), want one", children, err)
+	}
+	data, _, err := conn.Get("/services/quote/both-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst, err := sd.CuratorCodec{}.Decode("quote", "both-1", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inst.Port != port || inst.Metadata[sd.MetadataGRPCPort] != strconv.Itoa(cfg.GRPCPort) {
+		t.Fatalf("registered port %d, %s=%q; want %d and %d", inst.Port, sd.MetadataGRPCPort, inst.Metadata[sd.MetadataGRPCPort], port, cfg.GRPCPort)
+	}
+	if code, _ := get(t, "http://127.0.0.1:"+strconv.Itoa(port)+"/hello"); code != 200 {
+		t.Fatalf("/hello: %d", code)
+	}
+	app.RequireStop()
+	for _, p := range []int{port, cfg.GRPCPort} {
+		if c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), time.Second); err == nil {
+			_ = c.Close()
+			t.Fatalf("port %d still accepts after stop", p)
+		}
+	}
+}
