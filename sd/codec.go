@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -246,57 +248,220 @@ type payload struct {
 // Decode reads Curator JSON. It accepts what Curator's own readers accept
 // (no payload, unknown fields) and refuses what would mislead a caller: not
 // an object, a missing name, id or address, a port out of range, an id that
-// is not the node's name, a name that is not the service's.
+// is not the node's name, a name that is not the service's. The Instance
+// keeps a copy of data, so that Encode keeps the fields it does not know.
 func (CuratorCodec) Decode(service, child string, data []byte) (Instance, error) {
+	return decodeCurator(service, child, data, true, nil)
+}
+
+// nodeReader is a Codec that reads for an Instancer, which keeps thousands
+// of instances and publishes only a few fields of each: keep says whether
+// the Instance holds a copy of the node's bytes, and equal metadata maps
+// are shared through shared (nil: none).
+type nodeReader interface {
+	readNode(service, child string, data []byte, keep bool, shared *metaCache) (Instance, error)
+}
+
+var (
+	_ nodeReader = CuratorCodec{}
+	_ nodeReader = PlainCodec{}
+)
+
+func (CuratorCodec) readNode(service, child string, data []byte, keep bool, shared *metaCache) (Instance, error) {
+	return decodeCurator(service, child, data, keep, shared)
+}
+
+func (c PlainCodec) readNode(service, child string, _ []byte, _ bool, _ *metaCache) (Instance, error) {
+	return c.Decode(service, child, nil)
+}
+
+// readNode decodes for an Instancer: without a copy of the node's bytes
+// unless keep, and with metadata maps shared through shared. A Codec of
+// the caller's own is asked through Decode.
+func readNode(c Codec, service, child string, data []byte, keep bool, shared *metaCache) (Instance, error) {
+	if r, ok := c.(nodeReader); ok {
+		return r.readNode(service, child, data, keep, shared)
+	}
+	inst, err := c.Decode(service, child, data)
+	if !keep {
+		inst.raw = nil
+	}
+	return inst, err
+}
+
+// curatorView is what Decode reads of a node. The byte slices point into
+// the node's data, so nothing is allocated until the checks passed.
+type curatorView struct {
+	name, id, address, serviceType []byte
+	port, sslPort                  int
+	regTime                        int64
+	hasRegTime                     bool
+	uriSpec                        []byte // the uriSpec rebuilt as text ("{scheme}://...")
+	meta                           []byte // payload.metadata, when @class is Spring's and it is not null
+}
+
+func decodeCurator(service, child string, data []byte, keep bool, shared *metaCache) (Instance, error) {
 	bad := func(reason string, err error) (Instance, error) {
 		return Instance{}, &MalformedError{Reason: reason, Err: err}
 	}
-	var n curatorNode
-	if err := json.Unmarshal(data, &n); err != nil {
-		if len(data) == 0 {
-			return bad("empty data, not Curator JSON", nil)
+	var spec [64]byte
+	v, ok := scanCurator(data, spec[:0])
+	if !ok {
+		// Anything but the plain shape Curator writes (escapes, keys in
+		// another case, duplicates, a type mismatch, invalid JSON) goes to
+		// encoding/json, which decides as it always did.
+		var err error
+		if v, err = reflectCurator(data); err != nil {
+			if len(data) == 0 {
+				return bad("empty data, not Curator JSON", nil)
+			}
+			return bad("not Curator JSON", err)
 		}
-		return bad("not Curator JSON", err)
 	}
 	switch {
-	case n.Name == nil || *n.Name == "":
+	case len(v.name) == 0:
 		return bad("no name", nil)
-	case n.ID == nil || *n.ID == "":
+	case len(v.id) == 0:
 		return bad("no id", nil)
-	case n.Address == nil || *n.Address == "":
+	case len(v.address) == 0:
 		return bad("no address", nil)
-	case *n.ID != child:
-		return bad(fmt.Sprintf("id %q is not the node's name %q", *n.ID, child), nil)
-	case service != "" && *n.Name != service:
-		return bad(fmt.Sprintf("name %q is not the service %q", *n.Name, service), nil)
+	case string(v.id) != child:
+		return bad(fmt.Sprintf("id %q is not the node's name %q", v.id, child), nil)
+	case service != "" && string(v.name) != service:
+		return bad(fmt.Sprintf("name %q is not the service %q", v.name, service), nil)
 	}
-	inst := Instance{Name: *n.Name, ID: *n.ID, Address: *n.Address, raw: bytes.Clone(data)} // not the caller's buffer: a bulk read's reply frame would stay alive
-	if n.Port != nil {
-		inst.Port = *n.Port
+	if v.port < 0 || v.port > 65535 || v.sslPort < 0 || v.sslPort > 65535 || v.port+v.sslPort == 0 {
+		return bad(fmt.Sprintf("port %d / sslPort %d (need one from 1 to 65535)", v.port, v.sslPort), nil)
 	}
-	if n.SSLPort != nil {
-		inst.SSLPort = *n.SSLPort
+	// Strings are copied (string(b)), never sliced from data: a bulk
+	// read's reply frame would stay alive. Name and id are the service's
+	// and the child's, which the caller holds already.
+	inst := Instance{ID: child, Address: string(v.address), Port: v.port, SSLPort: v.sslPort}
+	inst.Name = service
+	if service == "" {
+		inst.Name = string(v.name)
 	}
-	if inst.Port < 0 || inst.Port > 65535 || inst.SSLPort < 0 || inst.SSLPort > 65535 || inst.Port+inst.SSLPort == 0 {
-		return bad(fmt.Sprintf("port %d / sslPort %d (need one from 1 to 65535)", inst.Port, inst.SSLPort), nil)
+	if v.hasRegTime {
+		inst.RegistrationTime = time.UnixMilli(v.regTime).UTC()
 	}
-	if n.RegistrationTimeUTC != nil {
-		inst.RegistrationTime = time.UnixMilli(*n.RegistrationTimeUTC).UTC()
-	}
-	if n.ServiceType != nil {
-		inst.ServiceType = *n.ServiceType
-	}
-	if n.URISpec != nil {
-		inst.URISpec = n.URISpec.String()
+	inst.ServiceType = internServiceType(v.serviceType)
+	if string(v.uriSpec) == DefaultURISpec {
+		inst.URISpec = DefaultURISpec
+	} else if len(v.uriSpec) > 0 {
+		inst.URISpec = string(v.uriSpec)
 	}
 	// A payload of another class is kept as it is; only Spring's has
 	// metadata we read.
-	if p := n.Payload; p != nil && p.Class != nil && *p.Class == SpringInstanceClass && len(p.Metadata) > 0 && string(p.Metadata) != "null" {
-		if err := json.Unmarshal(p.Metadata, &inst.Metadata); err != nil {
+	if len(v.meta) > 0 {
+		m, err := shared.get(v.meta)
+		if err != nil {
 			return bad("payload.metadata is not a map of strings", err)
 		}
+		inst.Metadata = m
+	}
+	if keep {
+		inst.raw = bytes.Clone(data)
 	}
 	return inst, nil
+}
+
+// reflectCurator reads data with encoding/json: the reference that
+// scanCurator follows, and the reader of any node scanCurator leaves.
+func reflectCurator(data []byte) (curatorView, error) {
+	var n curatorNode
+	if err := json.Unmarshal(data, &n); err != nil {
+		return curatorView{}, err
+	}
+	var v curatorView
+	str := func(p *string) []byte {
+		if p == nil {
+			return nil
+		}
+		return []byte(*p)
+	}
+	v.name, v.id, v.address, v.serviceType = str(n.Name), str(n.ID), str(n.Address), str(n.ServiceType)
+	if n.Port != nil {
+		v.port = *n.Port
+	}
+	if n.SSLPort != nil {
+		v.sslPort = *n.SSLPort
+	}
+	if n.RegistrationTimeUTC != nil {
+		v.regTime, v.hasRegTime = *n.RegistrationTimeUTC, true
+	}
+	if n.URISpec != nil {
+		v.uriSpec = []byte(n.URISpec.String())
+	}
+	if p := n.Payload; p != nil && p.Class != nil && *p.Class == SpringInstanceClass && len(p.Metadata) > 0 && string(p.Metadata) != "null" {
+		v.meta = p.Metadata
+	}
+	return v, nil
+}
+
+func internServiceType(b []byte) string {
+	switch string(b) {
+	case "":
+		return ""
+	case "DYNAMIC":
+		return "DYNAMIC"
+	case "STATIC":
+		return "STATIC"
+	case "PERMANENT":
+		return "PERMANENT"
+	case "DYNAMIC_SEQUENTIAL":
+		return "DYNAMIC_SEQUENTIAL"
+	}
+	return string(b)
+}
+
+// metaCache shares one metadata map among the instances whose metadata is
+// the same JSON text, as most of a service's are ({"instance_status":"UP"}):
+// a map of one entry costs more than 300 bytes. The shared maps are never
+// written: an Instancer hands out copies (Instance.clone). A nil cache
+// shares nothing.
+type metaCache struct {
+	mu sync.Mutex
+	m  map[string]map[string]string // by the metadata's JSON text
+}
+
+// metaCacheMax bounds the cache: when full it starts over, which costs
+// sharing only, so metadata that differs on every node cannot grow it.
+const metaCacheMax = 1024
+
+func (c *metaCache) get(raw []byte) (map[string]string, error) {
+	if c == nil {
+		return decodeMetadata(raw)
+	}
+	c.mu.Lock()
+	m, ok := c.m[string(raw)]
+	c.mu.Unlock()
+	if ok {
+		return m, nil
+	}
+	m, err := decodeMetadata(raw)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= metaCacheMax {
+		c.m = map[string]map[string]string{}
+	}
+	c.m[string(raw)] = m
+	c.mu.Unlock()
+	return m, nil
+}
+
+// decodeMetadata reads a JSON object of strings: by hand when it is plain,
+// else with encoding/json, which decides as it always did.
+func decodeMetadata(raw []byte) (map[string]string, error) {
+	if m, ok := scanStringMap(raw); ok {
+		return m, nil
+	}
+	var m map[string]string
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // PlainCodec reads the plain layout /<prefix>/<service>/<host:port>, whose
@@ -316,11 +481,18 @@ func (PlainCodec) Encode(inst Instance) ([]byte, error) {
 	return nil, nil
 }
 
-// Decode parses the node name as host:port; data is ignored.
+// Decode parses the node name as host:port; data is ignored. An IPv6
+// host may come in brackets ("[::1]:8080") or bare, as tools that write
+// ip + ":" + port do ("0:0:0:0:0:0:0:1:8080"): the port is then after the
+// last colon.
 func (PlainCodec) Decode(service, child string, _ []byte) (Instance, error) {
 	host, port, err := net.SplitHostPort(child)
 	if err != nil {
-		return Instance{}, &MalformedError{Reason: "node name is not host:port", Err: err}
+		i := strings.LastIndexByte(child, ':')
+		if a, perr := netip.ParseAddr(child[:max(i, 0)]); i < 0 || perr != nil || !a.Is6() {
+			return Instance{}, &MalformedError{Reason: "node name is not host:port", Err: err}
+		}
+		host, port = child[:i], child[i+1:]
 	}
 	p, err := strconv.Atoi(port)
 	if err != nil || p < 1 || p > 65535 || host == "" {

@@ -200,6 +200,32 @@ func TestPlainCodec(t *testing.T) {
 	}
 }
 
+func TestPlainCodecReadsIPv6BareOrBracketed(t *testing.T) {
+	tests := []struct {
+		give     string
+		wantHost string
+		wantPort int
+	}{
+		{"0:0:0:0:0:0:0:1:4083", "0:0:0:0:0:0:0:1", 4083}, // ip + ":" + port, as Java tools write it
+		{"[0:0:0:0:0:0:0:1]:4083", "0:0:0:0:0:0:0:1", 4083},
+		{"fe80::1:80", "fe80::1", 80}, // the last colon is the port's
+		{"[::1]:80", "::1", 80},
+		{"::ffff:10.0.0.1:80", "::ffff:10.0.0.1", 80},
+	}
+	for _, tt := range tests {
+		inst, err := sd.PlainCodec{}.Decode("svc", tt.give, nil)
+		if err != nil || inst.Address != tt.wantHost || inst.Port != tt.wantPort || inst.ID != tt.give {
+			t.Errorf("Decode(%q) = %+v, %v; want %s port %d", tt.give, inst, err, tt.wantHost, tt.wantPort)
+		}
+	}
+	for _, give := range []string{"1.2.3.4:5:6", "::1", "a:b:80", "0:0:0:0:0:0:0:1:", "0:0:0:0:0:0:0:1:70000", "host:1:2"} {
+		var me *sd.MalformedError
+		if _, err := (sd.PlainCodec{}).Decode("svc", give, nil); !errors.As(err, &me) {
+			t.Errorf("Decode(%q) = %v; want a *MalformedError", give, err)
+		}
+	}
+}
+
 func TestConnectStringIsParsedAndChecked(t *testing.T) {
 	servers, chroot, err := sd.ParseConnectString("a:1,b:2,c/app/prod")
 	if err != nil || chroot != "/app/prod" || strings.Join(servers, ",") != "a:1,b:2,c:2181" {

@@ -64,7 +64,7 @@ func FuzzCuratorCodec(f *testing.F) {
 
 // FuzzPlainCodec decodes arbitrary child names as plain host:port nodes.
 func FuzzPlainCodec(f *testing.F) {
-	for _, s := range []string{"127.0.0.1:8080", "[::1]:80", "host:0", "host", ":", "a:b:c", "host:65536", "h:1\x00"} {
+	for _, s := range []string{"127.0.0.1:8080", "[::1]:80", "host:0", "host", ":", "a:b:c", "host:65536", "h:1\x00", "0:0:0:0:0:0:0:1:4083", "fe80::1%eth0:80", "::1"} {
 		f.Add(s)
 	}
 	codec := sd.PlainCodec{}

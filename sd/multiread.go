@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path"
+	"runtime"
+	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -13,77 +16,211 @@ import (
 	"github.com/gracekit/gracekit/internal/zkwire"
 )
 
-// bulkRead reads the data of many nodes with ZooKeeper's multiRead
-// (opcode 22, ZooKeeper 3.6+) over a short-lived session of its own on the
-// server at addr, a few requests in all instead of one per node.
+// bulkSession reads the data of many nodes with ZooKeeper's multiRead
+// (opcode 22, ZooKeeper 3.6+) over a short-lived session of its own on
+// one server, a few requests in all instead of one per node.
 //
 // Written by hand because go-zookeeper v1.0.4 has no multiRead; it speaks
 // only what this needs: the handshake, multiRead of getData, closeSession.
 // It sets no watches: the Instancer arms them afterwards, and a change in
 // between shows in what that arming reads. Any failure makes the caller
 // fall back to one read per node.
-func bulkRead(ctx context.Context, dial func(network, addr string, timeout time.Duration) (net.Conn, error),
-	addr string, paths []string, timeout time.Duration) ([]bulkResult, error) {
+//
+// The session is opened ahead (openBulk) so that its handshake overlaps
+// the children listing on the main connection; read waits for it.
+type bulkSession struct {
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the handshake ended
+	conn   net.Conn      // set before done; nil when the handshake failed
+	err    error
+	stop   func() bool // ends the ctx watch on conn
+	used   bool
+	once   sync.Once
+}
+
+// openBulk starts the handshake with addr. Everything it does, reads
+// included, ends within timeout, or when ctx ends. Close it.
+func openBulk(ctx context.Context, dial DialFunc, addr string, timeout time.Duration) *bulkSession {
+	ctx, cancel := context.WithCancel(ctx)
+	s := &bulkSession{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		s.conn, s.stop, s.err = bulkHandshake(ctx, dial, addr, timeout)
+	}()
+	return s
+}
+
+func bulkHandshake(ctx context.Context, dial DialFunc, addr string, timeout time.Duration) (net.Conn, func() bool, error) {
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
 		timeout = time.Until(dl)
 	}
 	if timeout <= 0 {
-		return nil, context.DeadlineExceeded
+		return nil, nil, context.DeadlineExceeded
 	}
 	conn, err := dial("tcp", addr, timeout)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
-	defer stop()
 	_ = conn.SetDeadline(time.Now().Add(timeout))
-
+	fail := func(err error) (net.Conn, func() bool, error) {
+		stop()
+		conn.Close()
+		return nil, nil, err
+	}
 	if err := zkwire.WriteFrame(conn, zkwire.ConnectRequest(max(timeout, 2*time.Second), 0, nil)); err != nil {
-		return nil, err
+		return fail(err)
 	}
 	resp, err := zkwire.ReadFrame(conn)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	if zkwire.SessionOf(resp) == 0 {
-		return nil, errors.New("sd: bulk read: no session")
+		return fail(errors.New("sd: bulk read: no session"))
 	}
+	return conn, stop, nil
+}
 
-	// Send every batch, then read the replies: one round trip in all.
-	var batches [][]string
-	for len(paths) > 0 {
-		n := min(len(paths), bulkBatch)
-		batches = append(batches, paths[:n])
-		paths = paths[n:]
+// read waits for the handshake and reads paths, every batch sent before
+// the first reply is read: one round trip in all. It hands each batch's
+// results to got as they arrive, in order, first being the index of the
+// batch's first path. One read per session.
+func (s *bulkSession) read(paths []string, got func(first int, res []bulkResult)) error {
+	<-s.done
+	if s.err != nil {
+		return s.err
 	}
-	for i, b := range batches {
+	if s.used {
+		return errors.New("sd: bulk read: session used")
+	}
+	s.used = true
+	conn := s.conn
+	nb := (len(paths) + bulkBatch - 1) / bulkBatch
+	for i := range nb {
+		b := paths[i*bulkBatch : min(len(paths), (i+1)*bulkBatch)]
 		if err := zkwire.WriteFrame(conn, multiReadRequest(int32(i+1), b)); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	var out []bulkResult
-	for i, b := range batches {
+	for i := range nb {
+		want := min(len(paths), (i+1)*bulkBatch) - i*bulkBatch
 		resp, err := zkwire.ReadFrame(conn)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		res, err := parseMultiRead(int32(i+1), resp)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if len(res) != len(b) {
-			return nil, fmt.Errorf("sd: bulk read: %d results for %d reads", len(res), len(b))
+		if len(res) != want {
+			return fmt.Errorf("sd: bulk read: %d results for %d reads", len(res), want)
 		}
-		out = append(out, res...)
+		got(i*bulkBatch, res)
 	}
 	// closeSession, so the server frees it now rather than at its timeout.
-	_ = zkwire.WriteFrame(conn, zkwire.CloseSession(int32(len(batches)+1)))
-	return out, nil
+	_ = zkwire.WriteFrame(conn, zkwire.CloseSession(int32(nb+1)))
+	return nil
+}
+
+var errBulkIncomplete = errors.New("sd: bulk read: a node was gone or unreadable; the set would not be complete")
+
+// bulkDecode reads names (children of in.dir) over s and decodes them,
+// each batch on every core while the next is on its way: decoding
+// Curator JSON costs about as much as reading it.
+func (in *Instancer) bulkDecode(s *bulkSession, names []string) ([]*entry, error) {
+	paths := make([]string, len(names))
+	for i, n := range names {
+		paths[i] = path.Join(in.dir, n)
+	}
+	type chunk struct {
+		first int
+		res   []bulkResult
+	}
+	decoded := make([]*entry, len(names))
+	chunks := make(chan chunk, (len(names)+bulkChunk-1)/bulkChunk)
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for c := range chunks {
+				for i := range c.res {
+					r := &c.res[i]
+					decoded[c.first+i] = in.decode(names[c.first+i], r.data, &r.stat)
+				}
+			}
+		})
+	}
+	complete := true
+	err := s.read(paths, func(first int, res []bulkResult) {
+		for _, r := range res {
+			complete = complete && r.ok
+		}
+		if !complete {
+			return // gone or unreadable: not worth decoding
+		}
+		for len(res) > 0 {
+			n := min(len(res), bulkChunk)
+			chunks <- chunk{first, res[:n]}
+			first, res = first+n, res[n:]
+		}
+	})
+	close(chunks)
+	wg.Wait()
+	if err == nil && !complete {
+		err = errBulkIncomplete
+	}
+	if err != nil {
+		return nil, err
+	}
+	return decoded, nil
+}
+
+// close ends the session, waiting for the handshake. It may be called on
+// nil, and twice.
+func (s *bulkSession) close() {
+	if s == nil {
+		return
+	}
+	s.once.Do(func() {
+		s.cancel()
+		<-s.done
+		if s.conn == nil {
+			return
+		}
+		s.stop()
+		if !s.used {
+			_ = s.conn.SetDeadline(time.Now().Add(time.Second))
+			_ = zkwire.WriteFrame(s.conn, zkwire.CloseSession(1))
+		}
+		s.conn.Close()
+	})
+}
+
+// openBulkAhead opens the bulk session of a full load before its listing,
+// unless the service held fewer than bulkMin nodes when last read: a
+// small load would not use it.
+func (in *Instancer) openBulkAhead() *bulkSession {
+	in.mu.Lock()
+	small := in.firstDone && len(in.entries) < bulkMin
+	in.mu.Unlock()
+	if small || in.opts.noBulk {
+		return nil
+	}
+	return in.openBulk()
+}
+
+func (in *Instancer) openBulk() *bulkSession {
+	dial := in.c.opts.dialer
+	if dial == nil {
+		dial = net.DialTimeout
+	}
+	return openBulk(in.ctx, dial, in.c.conn.Server(), in.c.SessionTimeout())
 }
 
 const (
-	bulkBatch        = 1000 // reads per multiRead request
+	// Reads per multiRead request: small enough that one batch is decoded
+	// while the server answers the next.
+	bulkBatch        = 250
+	bulkChunk        = 32 // nodes a decoding goroutine takes at a time
 	opGetData        = 4
 	opMultiRead      = 22
 	statLen          = 68

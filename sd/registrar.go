@@ -59,6 +59,7 @@ type registrarOptions struct {
 	codec    Codec
 	logger   *slog.Logger
 	onEvent  func(RegistrarEvent)
+	parents  Parents // 0: the codec's default
 }
 
 type registrarOptionFunc func(*registrarOptions) error
@@ -127,6 +128,32 @@ func OnRegistrarEvent(f func(RegistrarEvent)) RegistrarOption {
 	return registrarOptionFunc(func(o *registrarOptions) error { o.onEvent = f; return nil })
 }
 
+// Parents says how a Registrar creates the missing parents of its node.
+type Parents int
+
+const (
+	// ParentsContainer creates CONTAINER nodes, which the server deletes
+	// once their last child is gone, as Curator does; persistent ones on
+	// servers older than 3.5. The default with CuratorCodec.
+	ParentsContainer Parents = iota + 1
+	// ParentsPersistent creates PERSISTENT nodes, which stay, as tools of
+	// the plain layout create them (Curator's creatingParentsIfNeeded) and
+	// expect the root to stay. The default with PlainCodec.
+	ParentsPersistent
+)
+
+// ParentMode sets how the missing parents of the instance's node are
+// created. Parents that exist are left as they are.
+func ParentMode(p Parents) RegistrarOption {
+	return registrarOptionFunc(func(o *registrarOptions) error {
+		if p != ParentsContainer && p != ParentsPersistent {
+			return &ConfigError{"parent mode", fmt.Sprint(int(p)), "ParentsContainer or ParentsPersistent"}
+		}
+		o.parents = p
+		return nil
+	})
+}
+
 // Registrar keeps one instance registered as an EPHEMERAL node
 // /<basePath>/<service>/<id>. After Register, one goroutine of its own, the
 // keeper, owns what ZooKeeper should hold: it watches the node and the
@@ -193,6 +220,12 @@ func NewRegistrar(c *Client, inst Instance, opts ...RegistrarOption) (*Registrar
 	if !ValidNodeName(name) {
 		return nil, &ConfigError{"node name", name, "non-empty, without '/'"}
 	}
+	if o.parents == 0 {
+		o.parents = ParentsContainer
+		if _, plain := o.codec.(PlainCodec); plain {
+			o.parents = ParentsPersistent
+		}
+	}
 	r := &Registrar{
 		c: c, codec: o.codec, opts: o, inst: inst,
 		path:      path.Join(o.basePath, inst.Name, name),
@@ -240,7 +273,27 @@ func (r *Registrar) Deregister() {
 	}
 }
 
-// RegisterContext creates the parents (CONTAINER nodes, as Curator does) and
+// ensureParents creates the missing parents of the node as ParentMode says.
+func (r *Registrar) ensureParents(ctx context.Context) error {
+	dir := path.Dir(r.path)
+	if r.opts.parents == ParentsContainer {
+		return r.c.ensurePath(ctx, dir, true)
+	}
+	// Persistent all the way down. Client.ensurePath makes every parent
+	// but the last a container, so each level is made in turn, from the
+	// root; an existing node is left as it is.
+	for i := 1; i <= len(dir); i++ {
+		if i == len(dir) || dir[i] == '/' {
+			if err := r.c.ensurePath(ctx, dir[:i], false); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// RegisterContext creates the parents (by default CONTAINER nodes, as
+// Curator does, and PERSISTENT ones with PlainCodec; see ParentMode) and
 // the instance's node, then keeps it registered, with the wanted status,
 // until DeregisterContext. When another live session holds the node, it
 // waits for that node to go until ctx ends, then returns a *ConflictError.
@@ -259,7 +312,7 @@ func (r *Registrar) RegisterContext(ctx context.Context) error {
 	if err := r.waitCalls(ctx); err != nil {
 		return fmt.Errorf("sd: register %s: a ZooKeeper call of the previous registration is still under way: %w", r.path, err)
 	}
-	if err := r.c.ensurePath(ctx, path.Dir(r.path), true); err != nil {
+	if err := r.ensureParents(ctx); err != nil {
 		return err
 	}
 	var watch <-chan zk.Event // armed once, re-armed only after it fired
@@ -394,7 +447,7 @@ func (r *Registrar) ensure(ctx context.Context) error {
 	err = r.call(ctx, func() error { _, err := r.c.conn.Create(full, data, zk.FlagEphemeral, r.c.acl); return err })
 	if err != nil {
 		if errors.Is(err, zk.ErrNoNode) { // the container parent was reaped meanwhile
-			if perr := r.c.ensurePath(ctx, path.Dir(r.path), true); perr != nil {
+			if perr := r.ensureParents(ctx); perr != nil {
 				return perr
 			}
 			return fmt.Errorf("sd: create %s: %w", r.path, zk.ErrConnectionClosed)

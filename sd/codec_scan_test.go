@@ -1,0 +1,226 @@
+package sd
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// referenceDecode is Decode as it was before the scanner, encoding/json
+// alone. Decode must give the same answers.
+func referenceDecode(service, child string, data []byte) (Instance, error) {
+	bad := func(reason string, err error) (Instance, error) {
+		return Instance{}, &MalformedError{Reason: reason, Err: err}
+	}
+	var n curatorNode
+	if err := json.Unmarshal(data, &n); err != nil {
+		if len(data) == 0 {
+			return bad("empty data, not Curator JSON", nil)
+		}
+		return bad("not Curator JSON", err)
+	}
+	switch {
+	case n.Name == nil || *n.Name == "":
+		return bad("no name", nil)
+	case n.ID == nil || *n.ID == "":
+		return bad("no id", nil)
+	case n.Address == nil || *n.Address == "":
+		return bad("no address", nil)
+	case *n.ID != child:
+		return bad(fmt.Sprintf("id %q is not the node's name %q", *n.ID, child), nil)
+	case service != "" && *n.Name != service:
+		return bad(fmt.Sprintf("name %q is not the service %q", *n.Name, service), nil)
+	}
+	inst := Instance{Name: *n.Name, ID: *n.ID, Address: *n.Address, raw: bytes.Clone(data)}
+	if n.Port != nil {
+		inst.Port = *n.Port
+	}
+	if n.SSLPort != nil {
+		inst.SSLPort = *n.SSLPort
+	}
+	if inst.Port < 0 || inst.Port > 65535 || inst.SSLPort < 0 || inst.SSLPort > 65535 || inst.Port+inst.SSLPort == 0 {
+		return bad(fmt.Sprintf("port %d / sslPort %d (need one from 1 to 65535)", inst.Port, inst.SSLPort), nil)
+	}
+	if n.RegistrationTimeUTC != nil {
+		inst.RegistrationTime = time.UnixMilli(*n.RegistrationTimeUTC).UTC()
+	}
+	if n.ServiceType != nil {
+		inst.ServiceType = *n.ServiceType
+	}
+	if n.URISpec != nil {
+		inst.URISpec = n.URISpec.String()
+	}
+	if p := n.Payload; p != nil && p.Class != nil && *p.Class == SpringInstanceClass && len(p.Metadata) > 0 && string(p.Metadata) != "null" {
+		if err := json.Unmarshal(p.Metadata, &inst.Metadata); err != nil {
+			return bad("payload.metadata is not a map of strings", err)
+		}
+	}
+	return inst, nil
+}
+
+// scanCases are shapes where a hand-written reader easily departs from
+// encoding/json; each must decode (or be refused) exactly as it does.
+var scanCases = []string{
+	``, ` `, `null`, `[]`, `{}`, `"x"`, `{"name":"svc"}`,
+	`{"name":"svc","id":"a","address":"h","port":1}`,
+	` {"name" : "svc" , "id":"a","address":"h","port":1 } `,
+	`{"name":"svc","id":"a","address":"h","port":1}x`,
+	`{"name":"svc","id":"a","address":"h","port":1,}`,
+	`{"name":"svc","name":"other","id":"a","address":"h","port":1}`,          // duplicate: last wins
+	`{"NAME":"svc","id":"a","address":"h","port":1}`,                         // case folded
+	`{"name":"svc","Name":"other","id":"a","address":"h","port":1}`,          // exact and folded
+	`{"na\u006de":"svc","id":"a","address":"h","port":1}`,                    // escaped key
+	`{"name":"s\u0076c","id":"a","address":"h","port":1}`,                    // escaped value
+	"{\"name\":\"svc\",\"id\":\"a\",\"address\":\"h\xff\",\"port\":1}",       // invalid UTF-8
+	"{\"name\":\"svc\",\"id\":\"a\",\"address\":\"h\u00e9\",\"port\":1}",     // valid UTF-8
+	"{\"name\":\"svc\",\"id\":\"a\",\"addre\u017fs\":\"h\",\"port\":1}",      // long s folds to s
+	`{"name":"svc","id":"a","address":"h","port":1.0}`,                       // float into int
+	`{"name":"svc","id":"a","address":"h","port":1e2}`,                       // exponent
+	`{"name":"svc","id":"a","address":"h","port":-0}`,                        // negative zero
+	`{"name":"svc","id":"a","address":"h","port":01}`,                        // leading zero
+	`{"name":"svc","id":"a","address":"h","port":"80"}`,                      // string into int
+	`{"name":"svc","id":"a","address":"h","port":99999999999999999999}`,      // overflow
+	`{"name":"svc","id":"a","address":"h","port":-9223372036854775808}`,      // min int64
+	`{"name":"svc","id":"a","address":"h","sslPort":443,"port":null}`,        // null port
+	`{"name":null,"id":"a","address":"h","port":1}`,                          // null name
+	`{"name":"svc","id":"a","address":"h","port":1,"registrationTimeUTC":0}`, // epoch, not unset
+	`{"name":"svc","id":"a","address":"h","port":1,"registrationTimeUTC":null}`,
+	`{"name":"svc","id":"a","address":"h","port":1,"registrationTimeUTC":9223372036854775807}`,
+	`{"name":"svc","id":"a","address":"h","port":1,"serviceType":"STATIC"}`,
+	`{"name":"svc","id":"a","address":"h","port":1,"serviceType":5}`,
+	`{"name":"svc","id":"a","address":"h","port":1,"x":{"a":[1,2,{"b":"}"}]},"y":[],"z":"\"\\"}`,
+	`{"name":"svc","id":"a","address":"h","port":1,"x":{"a":[1,2}}`,
+	`{"name":"svc","id":"a","address":"h","port":1,"x":tru}`,
+	`{"name":"svc","id":"a","address":"h","port":1,"x":"\x"}`,
+	`{"name":"svc","id":"a","address":"h","port":1,"x":"\u12"}`,
+	`{"name":"svc","id":"a","address":"h","port":1,"x":1.5e+3}`,
+	`{"name":"svc","id":"a","address":"h","port":1,"x":-}`,
+	`{"name":"svc","id":"a","address":"h","port":1,"payload":null}`,
+	`{"name":"svc","id":"a","address":"h","port":1,"payload":[]}`,
+	`{"name":"svc","id":"a","address":"h","port":1,"payload":{"@class":"x","metadata":{"n":1}}}`,
+	`{"name":"svc","id":"a","address":"h","port":1,"payload":{"@class":"` + SpringInstanceClass + `","metadata":{"n":1}}}`,
+	`{"name":"svc","id":"a","address":"h","port":1,"payload":{"@class":"` + SpringInstanceClass + `","metadata":{"a":"1","a":"2"}}}`,
+	`{"name":"svc","id":"a","address":"h","port":1,"payload":{"@class":"` + SpringInstanceClass + `","metadata":{"a":null}}}`,
+	`{"name":"svc","id":"a","address":"h","port":1,"payload":{"@class":"` + SpringInstanceClass + `","metadata":{"a\n":"b"}}}`,
+	`{"name":"svc","id":"a","address":"h","port":1,"payload":{"@class":"` + SpringInstanceClass + `","metadata":{"a":"\u00e9"}}}`,
+	`{"name":"svc","id":"a","address":"h","port":1,"payload":{"@class":"` + SpringInstanceClass + `","metadata":{}}}`,
+	`{"name":"svc","id":"a","address":"h","port":1,"payload":{"@class":"` + SpringInstanceClass + `","metadata":null}}`,
+	`{"name":"svc","id":"a","address":"h","port":1,"payload":{"@class":"` + SpringInstanceClass + `","metadata":[]}}`,
+	`{"name":"svc","id":"a","address":"h","port":1,"payload":{"metadata":{"a":"b"},"@class":"` + SpringInstanceClass + `"}}`,
+	`{"name":"svc","id":"a","address":"h","port":1,"payload":{"@CLASS":"` + SpringInstanceClass + `","metadata":{"a":"b"}}}`,
+	`{"name":"svc","id":"a","address":"h","port":1,"payload":{"@class":null,"metadata":{"a":"b"}}}`,
+	`{"name":"svc","id":"a","address":"h","port":1,"payload":{"@class":"` + SpringInstanceClass + `","metadata":{"a":"b"}},"payload":{"x":1}}`,
+	`{"name":"svc","id":"a","address":"h","port":1,"uriSpec":null}`,
+	`{"name":"svc","id":"a","address":"h","port":1,"uriSpec":{"parts":null}}`,
+	`{"name":"svc","id":"a","address":"h","port":1,"uriSpec":{"parts":[null,{"value":"x"},{"variable":true},{"value":null,"variable":null}]}}`,
+	`{"name":"svc","id":"a","address":"h","port":1,"uriSpec":{"parts":[{"value":"a","value":"b"}]}}`,
+	`{"name":"svc","id":"a","address":"h","port":1,"uriSpec":{"parts":[{"value":1}]}}`,
+	`{"name":"svc","id":"a","address":"h","port":1,"uriSpec":{"parts":{}}}`,
+	`{"name":"svc","id":"a","address":"h","port":1,"uriSpec":{"parts":[{"value":"a"}],"parts":[]}}`,
+	`{"name":"svc","id":"a","address":"h","port":1,"uriSpec":{"Parts":[{"value":"a"}]}}`,
+	`{"name":"svc","id":"a","address":"h","port":1,"uriSpec":{"parts":[{"value":"scheme","variable":true},{"value":"://","variable":false}],"x":1}}`,
+	`{"name":"svc","id":"a","address":"h","port":1,"x":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`,
+	`{"name":"svc","id":"a","address":"h","port":1,"x":` + strings.Repeat("[", 9999) + strings.Repeat("]", 9999) + `}`,
+}
+
+func scanSeeds(tb testing.TB) [][]byte {
+	var out [][]byte
+	files, _ := filepath.Glob("testdata/curator/*.json")
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out = append(out, b)
+	}
+	for _, s := range scanCases {
+		out = append(out, []byte(s))
+	}
+	return out
+}
+
+// sameDecode fails unless Decode and the encoding/json reference agree on
+// data: the same instance, or a *MalformedError with the same reason.
+func sameDecode(t *testing.T, data []byte) {
+	t.Helper()
+	for _, child := range []string{"a", "7c0f5a2e-3d41-4a8e-9b51-2f6e1c9d8a10", "0b9e4c7d-8f21-4e63-a5d0-6c3b2a1f9e87"} {
+		for _, service := range []string{"svc", "quote-service", ""} {
+			got, gerr := CuratorCodec{}.Decode(service, child, data)
+			want, werr := referenceDecode(service, child, data)
+			var gm, wm *MalformedError
+			if (gerr == nil) != (werr == nil) || (gerr != nil && (!errors.As(gerr, &gm) || !errors.As(werr, &wm) || gm.Reason != wm.Reason)) {
+				t.Fatalf("Decode(%q, %q, %q):\n got err %v\nwant err %v", service, child, data, gerr, werr)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("Decode(%q, %q, %q):\n got %#v\nwant %#v", service, child, data, got, want)
+			}
+		}
+	}
+}
+
+func TestCuratorScanDecodesAsEncodingJSON(t *testing.T) {
+	for _, data := range scanSeeds(t) {
+		sameDecode(t, data)
+	}
+}
+
+// The plain shape never falls back to encoding/json: the fixtures, what
+// Encode writes, and unknown fields all take the scanner's path.
+func TestCuratorScanReadsThePlainShapeItself(t *testing.T) {
+	seeds := scanSeeds(t)[:2]
+	enc, err := CuratorCodec{}.Encode(Instance{Name: "svc", ID: "a", Address: "h", Port: 1, Metadata: map[string]string{"k": "v"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seeds = append(seeds, enc, []byte(`{"name":"svc","id":"a","address":"h","port":1,"x":{"a":[1,"}",{"b":null}]}}`))
+	for _, data := range seeds {
+		if _, ok := scanCurator(data, nil); !ok {
+			t.Errorf("scanner gave up on %s", data)
+		}
+	}
+}
+
+// FuzzCuratorScanMatchesEncodingJSON holds the scanner to encoding/json's
+// answers on any input.
+func FuzzCuratorScanMatchesEncodingJSON(f *testing.F) {
+	for _, s := range scanSeeds(f) {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		sameDecode(t, data)
+		// The metadata reader alone, on the same bytes.
+		m, ok := scanStringMap(data)
+		var want map[string]string
+		werr := json.Unmarshal(data, &want)
+		if ok && (werr != nil || !reflect.DeepEqual(m, want)) {
+			t.Fatalf("scanStringMap(%q) = %v; encoding/json: %v, %v", data, m, want, werr)
+		}
+	})
+}
+
+func TestInstancerReadKeepsNoBytesUnlessAsked(t *testing.T) {
+	data := scanSeeds(t)[1]
+	var shared metaCache
+	a, err := readNode(CuratorCodec{}, "quote-service", "7c0f5a2e-3d41-4a8e-9b51-2f6e1c9d8a10", data, false, &shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := readNode(CuratorCodec{}, "quote-service", "7c0f5a2e-3d41-4a8e-9b51-2f6e1c9d8a10", data, false, &shared)
+	if a.raw != nil {
+		t.Fatal("the node's bytes were kept")
+	}
+	if reflect.ValueOf(a.Metadata).UnsafePointer() != reflect.ValueOf(b.Metadata).UnsafePointer() {
+		t.Fatal("equal metadata is not shared")
+	}
+	k, _ := readNode(CuratorCodec{}, "quote-service", "7c0f5a2e-3d41-4a8e-9b51-2f6e1c9d8a10", data, true, &shared)
+	if !bytes.Equal(k.raw, data) {
+		t.Fatal("keep did not keep the node's bytes")
+	}
+}
