@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -262,5 +263,38 @@ func TestAnAddressWithAPortOrSchemeIsRefused(t *testing.T) {
 		if _, err := provider.New(sess, provider.Config{Instance: sd.Instance{Name: "q", Address: addr, Port: 8080}, Server: &http.Server{ReadHeaderTimeout: time.Second}}); err != nil {
 			t.Errorf("Address %q refused: %v", addr, err)
 		}
+	}
+}
+
+// A Start that failed after serving (the ready check) shut its server
+// down, which net/http never serves again: a retry says so and changes
+// nothing, rather than registering an instance nothing serves.
+func TestARetryAfterTheServerWasShutDownIsRefused(t *testing.T) {
+	zkc := zktest.New(t)
+	conn := testutil.ZKConn(t, zkc.Addrs())
+	var fail atomic.Bool
+	fail.Store(true)
+	p, sess := newBare(t, zkc, "shut", provider.Config{ReadyCheck: func(context.Context) error {
+		if fail.Load() {
+			return errors.New("the database is down")
+		}
+		return nil
+	}})
+	ctx := context.Background()
+	if err := p.Start(ctx); err == nil {
+		t.Fatal("Start succeeded although the ready check failed")
+	}
+	fail.Store(false)
+	if err := p.Start(ctx); !errors.Is(err, provider.ErrServerShutDown) {
+		t.Fatalf("retry: %v, want provider.ErrServerShutDown", err)
+	}
+	if ok, _, _ := conn.Exists("/services/life/shut"); ok {
+		t.Fatal("registered by a refused retry")
+	}
+	if err := p.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := sess.State(); st == lifecycle.StateStarted {
+		t.Fatalf("the session after Stop: %s", st)
 	}
 }

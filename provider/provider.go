@@ -211,8 +211,15 @@ type Provider struct {
 	seq      *shutdown.Sequence // the last Start's (one per attempt: a Sequence runs once)
 	reg      *sd.Registrar      // made at Start, over the session's client
 	lnClosed bool               // Config.Listener was closed
+	shutDown bool               // a failed Start shut the servers down
 	health   *healthLoop        // while started with a HealthCheck
 }
+
+// ErrServerShutDown is returned by a Start after a failed Start that had
+// served already (a ReadyCheck or a registration that failed): undoing it
+// shut the servers down, and net/http and grpc-go servers never serve
+// again. Build a new Provider, with new servers, to try again.
+var ErrServerShutDown = errors.New("provider: the servers were shut down by an earlier failed Start (net/http and grpc-go servers never serve again); build a new Provider with new servers to start again")
 
 // ErrListenerClosed is returned by a Start after a failed Start or a Stop
 // closed Config.Listener: build the Provider with a new Listener, or with
@@ -409,9 +416,12 @@ func (p *Provider) HTTPHandler(user http.Handler) http.Handler {
 // instance's id. Start follows lifecycle.State's table: a second Start
 // returns lifecycle.ErrStarted and a Start after Stop lifecycle.ErrStopped,
 // both changing nothing; a Start with a done ctx returns its error and
-// changes nothing; a Start after a failed one tries again (with
-// Config.Listener, which the failure closed, it returns
-// ErrListenerClosed). A Stop during Start cancels it.
+// changes nothing; a Start after a failed one tries again, when the
+// failure came before the servers served (the session, the listen):
+// after a failure that shut the servers down (the ready check, the
+// registration) it returns ErrServerShutDown, and with Config.Listener,
+// which the failure closed, ErrListenerClosed. A Stop during Start
+// cancels it.
 func (p *Provider) Start(ctx context.Context) error {
 	if err := p.run.Start(ctx, p.start); err != nil {
 		return fmt.Errorf("provider: %w", err)
@@ -422,8 +432,12 @@ func (p *Provider) Start(ctx context.Context) error {
 func (p *Provider) start(ctx context.Context) error {
 	p.mu.Lock()
 	closed := p.lnClosed && (p.cfg.Listener != nil || p.cfg.GRPCListener != nil)
+	shutDown := p.shutDown
 	p.mu.Unlock()
-	if closed {
+	switch {
+	case shutDown:
+		return ErrServerShutDown
+	case closed:
 		return ErrListenerClosed
 	}
 	client, err := p.sess.Start(ctx)
@@ -459,6 +473,11 @@ func (p *Provider) start(ctx context.Context) error {
 		// The rollback gave the share back and closed what it served; a
 		// listener given and never served is closed here.
 		p.closeListener()
+		if seq.Served() {
+			p.mu.Lock()
+			p.shutDown = true
+			p.mu.Unlock()
+		}
 		return err
 	}
 	p.startHealth()

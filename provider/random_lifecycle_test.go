@@ -139,6 +139,13 @@ func TestRandomLifecycleSequencesLeakNothing(t *testing.T) {
 				if p.State() == lifecycle.StateStopped || p.State() == lifecycle.StateFailed || p.State() == lifecycle.StateNew {
 					nodeGone(t, observer, path)
 				}
+				if p.State() == lifecycle.StateStarted {
+					// Started means serving: a retry must not "succeed"
+					// over a server that a failed start shut down.
+					if code := get(t, "http://"+p.Addr().String()+"/readyz"); code != http.StatusOK {
+						t.Fatalf("a started provider answers /readyz %d, want 200", code)
+					}
+				}
 				if p.State() != lifecycle.StateStarted && c.State() != lifecycle.StateStarted {
 					testutil.WaitFor(t, "the session without shares closed", func() bool {
 						st := sess.State()

@@ -68,7 +68,12 @@ func TestUnreadableChildIsSkippedCountedOnceAndRetried(t *testing.T) {
 	if _, err := owner.Create(secret+"2", validNode(t, "acl", "hidden2", 8103), 0, zk.DigestACL(zk.PermAll, "owner", "pw")); err != nil {
 		t.Fatal(err)
 	}
-	testutil.WaitFor(t, "the second unreadable node counted", func() bool { return in.Stats().Unreadable == 2 })
+	if in.Stats().WatchMode == sd.WatchPerNode {
+		testutil.WaitFor(t, "the second unreadable node counted", func() bool { return in.Stats().Unreadable == 2 })
+	}
+	// A recursive watch hears nothing of a child the session may not read
+	// (servers with the CVE-2024-23944 fix check READ before notifying):
+	// it is neither listed nor counted until a re-read lists it.
 	if err := owner.Delete(secret+"2", -1); err != nil {
 		t.Fatal(err)
 	}

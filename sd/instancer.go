@@ -44,7 +44,8 @@ type instancerOptions struct {
 	tombTTL     time.Duration
 	metrics     InstancerMetrics
 	noBulk      bool
-	keepData    bool
+	watch       WatchMode
+	session     *watchSession // a Catalog's, shared; nil: the Instancer's own
 }
 
 type instancerOptionFunc func(*instancerOptions) error
@@ -77,14 +78,6 @@ func FetchConcurrency(n int) InstancerOption {
 // ensembles that limit sessions.
 func WithoutBulkLoad() InstancerOption {
 	return instancerOptionFunc(func(o *instancerOptions) error { o.noBulk = true; return nil })
-}
-
-// KeepNodeData makes the Instancer keep each node's bytes on its Instance,
-// so that CuratorCodec.Encode of an Instance from Instances keeps the
-// fields this package does not know. By default only what is published is
-// kept (see CuratorCodec.Decode).
-func KeepNodeData() InstancerOption {
-	return instancerOptionFunc(func(o *instancerOptions) error { o.keepData = true; return nil })
 }
 
 // TombstoneTTL sets how long Evict keeps an instance out at most.
@@ -120,6 +113,9 @@ type InstancerStats struct {
 	Unreadable  int64 // nodes skipped because they could not be read (once per node)
 	Publishes   int64 // complete sets published
 	BulkReads   int64 // nodes read by multiRead during full loads
+	// WatchMode is how the Instancer watches now: WatchRecursive, or
+	// WatchPerNode when asked or when the server refused addWatch.
+	WatchMode WatchMode
 }
 
 // Instancer watches one service's nodes and publishes the complete set of
@@ -147,8 +143,6 @@ type Instancer struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	unsub  func()        // session events
-	unsubN func()        // watch events
 	first  chan struct{} // closed at the first publish
 	loaded chan struct{} // closed once a set was read from ZooKeeper without error
 
@@ -157,7 +151,7 @@ type Instancer struct {
 	tombs     map[string]tomb   // by instance id
 	tombTimer *time.Timer       // lifts the earliest tombstone at its TTL
 	pub       []string          // published set
-	pubInst   []*Instance
+	pubInst   []Instance
 	pubErr    error // stays until a read from ZooKeeper succeeds
 	sentErr   error // the error of the last set handed to the subscribers
 	version   uint64
@@ -174,11 +168,8 @@ type Instancer struct {
 	pending changes
 	wake    chan struct{}
 
-	// Equal metadata maps, shared by the entries. Entries are replaced,
-	// never changed, so pubInst points into them.
-	meta metaCache
-
 	watchEvents, fetches, malformed, unreadable, publishes, bulkReads atomic.Int64
+	mode                                                              atomic.Int32 // WatchMode in use
 }
 
 type entry struct {
@@ -212,6 +203,7 @@ func newInstancer(c *Client, service string, opts []InstancerOption) (*Instancer
 	o := instancerOptions{
 		basePath: DefaultBasePath, codec: CuratorCodec{}, logger: slog.New(slog.DiscardHandler),
 		concurrency: DefaultFetchConcurrency, tombTTL: DefaultTombstoneTTL,
+		watch: defaultWatchMode,
 	}
 	for _, opt := range opts {
 		if err := opt.applyInstancer(&o); err != nil {
@@ -237,11 +229,9 @@ func newInstancer(c *Client, service string, opts []InstancerOption) (*Instancer
 	}
 	in.logger = o.logger.With("component", "sd.instancer", "service", service)
 	in.ctx, in.cancel = context.WithCancel(context.Background())
-	in.unsub = c.subscribe(in.onSession)
-	in.unsubN = c.subscribeNodes(in.dir, in.onNode)
+	in.mode.Store(int32(o.watch))
 	in.wg.Add(1)
-	go in.run()
-	in.poke()
+	go in.feed()
 	return in, nil
 }
 
@@ -296,8 +286,6 @@ func (in *Instancer) Err() error {
 // goroutine of the Instancer. It is idempotent.
 func (in *Instancer) Stop() {
 	in.cancel()
-	in.unsub()
-	in.unsubN()
 	in.mu.Lock()
 	if in.tombTimer != nil {
 		in.tombTimer.Stop()
@@ -322,6 +310,6 @@ func (in *Instancer) Stats() InstancerStats {
 	return InstancerStats{
 		WatchEvents: in.watchEvents.Load(), Fetches: in.fetches.Load(),
 		Malformed: in.malformed.Load(), Unreadable: in.unreadable.Load(), Publishes: in.publishes.Load(),
-		BulkReads: in.bulkReads.Load(),
+		BulkReads: in.bulkReads.Load(), WatchMode: WatchMode(in.mode.Load()),
 	}
 }

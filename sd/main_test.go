@@ -3,6 +3,7 @@ package sd_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -15,7 +16,20 @@ import (
 	"github.com/gracekit/gracekit/zktest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain runs the suite with the default watch mode (recursive), or with
+// GRACEKIT_SD_WATCH_MODE=per-node the per-node one; TestKeyInvariantsInBothWatchModes
+// runs the key cases in both either way.
+func TestMain(m *testing.M) {
+	switch mode := os.Getenv("GRACEKIT_SD_WATCH_MODE"); mode {
+	case "", sd.WatchRecursive.String():
+	case sd.WatchPerNode.String():
+		sd.SetDefaultWatchMode(sd.WatchPerNode)
+	default:
+		fmt.Fprintf(os.Stderr, "GRACEKIT_SD_WATCH_MODE=%q: want %q or %q\n", mode, sd.WatchRecursive, sd.WatchPerNode)
+		os.Exit(2)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 const waitLimit = testutil.WaitLimit
 

@@ -376,6 +376,15 @@ func (s *Sequence) record(e lifecycle.Event) {
 	s.report.Steps = append(s.report.Steps, StepReport{Step: e.Step, Duration: e.Duration, Skipped: e.Skipped, Err: e.Err})
 }
 
+// Served reports whether the serve step ran: the servers were handed
+// their listeners, so a stop, or the rollback of a failed Start, shut them
+// down, and net/http and grpc-go servers never serve again after that.
+func (s *Sequence) Served() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.serving
+}
+
 // Addrs returns the addresses served, Server's first, once the listen
 // step ran; nil before.
 func (s *Sequence) Addrs() []net.Addr {
@@ -428,7 +437,9 @@ func (s *Sequence) closeListener(context.Context) error {
 }
 
 func (s *Sequence) serve(context.Context) error {
+	s.mu.Lock()
 	s.serving = true
+	s.mu.Unlock()
 	s.serveDone = make(chan struct{})
 	s.serveErrs = make([]error, len(s.served))
 	var wg sync.WaitGroup

@@ -1,0 +1,291 @@
+package zkwire
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+)
+
+// Conn is a small ZooKeeper client over one connection and one session of
+// its own, for what go-zookeeper v1.0.4 cannot send (addWatch) and has no
+// hook to send: the handshake (with digest auth), requests matched to their
+// replies by xid, pings, and notifications handed to a callback in the
+// order they arrived. It never reconnects: when the connection fails, Done
+// is closed and the Conn is spent; its owner dials a new one.
+//
+// Paths are the server's: a chroot is the caller's to prepend.
+type Conn struct {
+	nc      net.Conn
+	timeout time.Duration // negotiated
+	session int64
+	onEvent func(seq uint64, ev WatcherEvent)
+
+	wmu sync.Mutex // one frame at a time
+
+	mu      sync.Mutex
+	xid     int32
+	pending map[int32]chan Reply
+	err     error
+
+	done chan struct{} // closed when the connection failed or was closed
+	wg   sync.WaitGroup
+	once sync.Once
+}
+
+// Reply is a reply to a request: its header, its body (after the
+// header), and its place in the stream (see Config.OnEvent).
+type Reply struct {
+	Header ReplyHeader
+	Body   []byte
+	Seq    uint64
+}
+
+// Auth is credentials sent after the handshake, e.g. {"digest", "user:pw"}.
+type Auth struct {
+	Scheme string
+	Data   []byte
+}
+
+// Config is what Dial needs.
+type Config struct {
+	Addr           string
+	Dial           func(network, address string, timeout time.Duration) (net.Conn, error) // nil: net.DialTimeout
+	SessionTimeout time.Duration
+	Auth           []Auth
+	// OnEvent receives each notification with its place in the stream:
+	// seq counts every frame read, so a Reply with a larger Seq was sent by
+	// the server after the notification. It is called from the Conn's read
+	// goroutine and must not block.
+	OnEvent func(seq uint64, ev WatcherEvent)
+}
+
+// ErrClosed is a call on a Conn that failed or was closed.
+var ErrClosed = errors.New("zkwire: connection closed")
+
+// Dial connects, makes a new session and authenticates, all within ctx
+// and the session timeout, and starts the Conn's read and ping goroutines.
+func Dial(ctx context.Context, cfg Config) (*Conn, error) {
+	dial := cfg.Dial
+	if dial == nil {
+		dial = net.DialTimeout
+	}
+	timeout := cfg.SessionTimeout
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
+		timeout = time.Until(dl)
+	}
+	if timeout <= 0 {
+		return nil, context.DeadlineExceeded
+	}
+	nc, err := dial("tcp", cfg.Addr, timeout)
+	if err != nil {
+		return nil, err
+	}
+	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Now()) })
+	defer stop()
+	_ = nc.SetDeadline(time.Now().Add(timeout))
+	br := bufio.NewReaderSize(nc, 64<<10)
+	fail := func(err error) (*Conn, error) {
+		_ = nc.Close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	if err := WriteFrame(nc, ConnectRequest(cfg.SessionTimeout, 0, nil)); err != nil {
+		return fail(err)
+	}
+	b, err := ReadFrame(br)
+	if err != nil {
+		return fail(err)
+	}
+	cr, err := ParseConnectResponse(b)
+	if err != nil {
+		return fail(err)
+	}
+	if cr.SessionID == 0 || cr.Timeout <= 0 {
+		return fail(errors.New("zkwire: the server refused a session"))
+	}
+	for _, a := range cfg.Auth {
+		if err := WriteFrame(nc, Request(XidAuth, OpSetAuth, AuthBody(a.Scheme, a.Data))); err != nil {
+			return fail(err)
+		}
+		b, err := ReadFrame(br)
+		if err != nil {
+			return fail(err)
+		}
+		h, _, err := ParseReplyHeader(b)
+		if err != nil {
+			return fail(err)
+		}
+		if h.Xid != XidAuth {
+			return fail(fmt.Errorf("zkwire: reply %d to the auth request", h.Xid))
+		}
+		if h.Err != 0 {
+			return fail(fmt.Errorf("zkwire: %s auth: %w", a.Scheme, &Error{h.Err}))
+		}
+	}
+	_ = nc.SetDeadline(time.Time{})
+	c := &Conn{
+		nc: nc, timeout: cr.Timeout, session: cr.SessionID, onEvent: cfg.OnEvent,
+		pending: map[int32]chan Reply{}, done: make(chan struct{}),
+	}
+	c.wg.Add(2)
+	go c.read(br)
+	go c.ping()
+	return c, nil
+}
+
+// SessionID is the Conn's session.
+func (c *Conn) SessionID() int64 { return c.session }
+
+// Done is closed once the Conn is spent.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err is why the Conn is spent (nil while it is not).
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Do sends a request and waits for its reply, ctx or the end of the Conn.
+// A non-zero error code in the reply is returned as an *Error along with
+// the Reply. Do is safe for concurrent use.
+func (c *Conn) Do(ctx context.Context, op int32, body []byte) (Reply, error) {
+	ch := make(chan Reply, 1)
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return Reply{}, err
+	}
+	c.xid++
+	if c.xid <= 0 {
+		c.xid = 1
+	}
+	xid := c.xid
+	c.pending[xid] = ch
+	c.mu.Unlock()
+	if err := c.write(Request(xid, op, body)); err != nil {
+		c.fail(err)
+	}
+	select {
+	case r, ok := <-ch:
+		if !ok {
+			return Reply{}, c.Err()
+		}
+		if r.Header.Err != 0 {
+			return r, &Error{r.Header.Err}
+		}
+		return r, nil
+	case <-ctx.Done():
+		c.mu.Lock()
+		delete(c.pending, xid)
+		c.mu.Unlock()
+		return Reply{}, ctx.Err()
+	}
+}
+
+func (c *Conn) write(frame []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.timeout))
+	return WriteFrame(c.nc, frame)
+}
+
+// fail spends the Conn: pending calls end with err.
+func (c *Conn) fail(err error) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.err = err
+	for xid, ch := range c.pending {
+		close(ch)
+		delete(c.pending, xid)
+	}
+	c.mu.Unlock()
+	_ = c.nc.Close()
+	close(c.done)
+}
+
+// read hands replies to their callers and notifications to OnEvent. A
+// server silent for two thirds of the session timeout (it answers our
+// pings every third) is taken as gone, as go-zookeeper does.
+func (c *Conn) read(br *bufio.Reader) {
+	defer c.wg.Done()
+	var seq uint64
+	for {
+		_ = c.nc.SetReadDeadline(time.Now().Add(c.timeout * 2 / 3))
+		b, err := ReadFrame(br)
+		if err != nil {
+			c.fail(fmt.Errorf("zkwire: read: %w", err))
+			return
+		}
+		seq++
+		h, body, err := ParseReplyHeader(b)
+		if err != nil {
+			c.fail(err)
+			return
+		}
+		switch h.Xid {
+		case XidPing, XidAuth:
+			continue
+		case XidWatch:
+			ev, err := ParseWatcherEvent(body)
+			if err != nil {
+				c.fail(fmt.Errorf("zkwire: notification: %w", err))
+				return
+			}
+			if c.onEvent != nil {
+				c.onEvent(seq, ev)
+			}
+			continue
+		}
+		c.mu.Lock()
+		ch, ok := c.pending[h.Xid]
+		delete(c.pending, h.Xid)
+		c.mu.Unlock()
+		if ok {
+			ch <- Reply{Header: h, Body: body, Seq: seq}
+		}
+	}
+}
+
+func (c *Conn) ping() {
+	defer c.wg.Done()
+	t := time.NewTicker(c.timeout / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-t.C:
+			if err := c.write(Request(XidPing, OpPing, nil)); err != nil {
+				c.fail(fmt.Errorf("zkwire: ping: %w", err))
+				return
+			}
+		}
+	}
+}
+
+// Close ends the session (so the server drops its watches now, not at
+// the timeout), closes the connection and waits for the Conn's
+// goroutines. It is idempotent.
+func (c *Conn) Close() {
+	c.once.Do(func() {
+		if c.Err() == nil {
+			c.wmu.Lock()
+			_ = c.nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+			_ = WriteFrame(c.nc, CloseSession(0))
+			c.wmu.Unlock()
+		}
+		c.fail(ErrClosed)
+	})
+	c.wg.Wait()
+}

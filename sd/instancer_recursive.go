@@ -1,0 +1,418 @@
+package sd
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	"github.com/go-zookeeper/zk"
+
+	"github.com/gracekit/gracekit/internal/zkwire"
+)
+
+// This file is the Instancer's second feed: one persistent recursive watch
+// (see watchSession) instead of a watch per node. The set, tombstones and
+// fan-out are the Instancer's own and shared with the per-node feed
+// (instancer_watch.go); only what feeds them differs. A creation or a data
+// change reads that one node, a deletion reads nothing, and nothing lists
+// the children again but a new watch session, which re-reads the service
+// in bulk: the server does not replay what was missed while disconnected.
+
+// WatchMode is how an Instancer learns of changes.
+type WatchMode int
+
+const (
+	// WatchRecursive, the default, holds one persistent recursive watch
+	// per service (ZooKeeper 3.6+) over a read-only session of its own.
+	// A server that refuses addWatch (3.5, or WatchManagerOptimized) gets
+	// WatchPerNode.
+	WatchRecursive WatchMode = iota
+	// WatchPerNode holds a children watch on the service and a data watch
+	// on every instance node, over the Client's own session.
+	WatchPerNode
+)
+
+func (m WatchMode) String() string {
+	switch m {
+	case WatchRecursive:
+		return "recursive"
+	case WatchPerNode:
+		return "per-node"
+	}
+	return fmt.Sprintf("WatchMode(%d)", int(m))
+}
+
+// defaultWatchMode is the mode of an Instancer without WithWatchMode; the
+// sd tests set it to run their suite in either mode.
+var defaultWatchMode = WatchRecursive
+
+// WithWatchMode sets how the Instancer watches (default WatchRecursive).
+func WithWatchMode(m WatchMode) InstancerOption {
+	return instancerOptionFunc(func(o *instancerOptions) error {
+		if m != WatchRecursive && m != WatchPerNode {
+			return &ConfigError{"watch mode", m.String(), "WatchRecursive or WatchPerNode"}
+		}
+		o.watch = m
+		return nil
+	})
+}
+
+// viaSession feeds an Instancer from a Catalog's shared watch session.
+func viaSession(ws *watchSession) InstancerOption {
+	return instancerOptionFunc(func(o *instancerOptions) error { o.session = ws; return nil })
+}
+
+// feed runs the Instancer's feed until Stop: the recursive one when asked
+// and the server accepts it, else the per-node one.
+func (in *Instancer) feed() {
+	defer in.wg.Done()
+	if in.opts.watch == WatchRecursive {
+		ws := in.opts.session
+		if ws == nil {
+			ws = newWatchSession(in.c, in.dir, in.logger)
+			defer ws.close()
+		}
+		if !in.runRecursive(ws) {
+			return
+		}
+	}
+	in.mode.Store(int32(WatchPerNode))
+	in.logger.Info("watching the service with a watch per node", "mode", WatchPerNode.String())
+	unsub := in.c.subscribe(in.onSession)
+	defer unsub()
+	unsubN := in.c.subscribeNodes(in.dir, in.onNode)
+	defer unsubN()
+	in.poke()
+	in.run()
+}
+
+// runRecursive feeds the Instancer from ws until Stop (false) or until the
+// server refused the watch (true).
+func (in *Instancer) runRecursive(ws *watchSession) (refused bool) {
+	f := newRecFeed()
+	unsub := ws.subscribe(in.dir, f)
+	defer unsub()
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval, bo.MaxInterval = 50*time.Millisecond, 5*time.Second
+	var retry, reread *time.Timer
+	defer func() {
+		for _, t := range []*time.Timer{retry, reread} {
+			if t != nil {
+				t.Stop()
+			}
+		}
+	}()
+	logged := false
+	for {
+		var retryC, rereadC <-chan time.Time
+		if retry != nil {
+			retryC = retry.C
+		}
+		if reread != nil {
+			rereadC = reread.C
+		}
+		var due map[string]bool
+		select {
+		case <-in.ctx.Done():
+			return false
+		case <-in.c.Done():
+			in.mu.Lock()
+			in.setErrLocked(ErrClosed)
+			in.mu.Unlock()
+			<-in.ctx.Done()
+			return false
+		case <-f.wake:
+		case <-retryC:
+			retry = nil
+		case <-rereadC:
+			reread = nil
+			due = in.dueRereads().data
+		}
+		w := f.take()
+		in.watchEvents.Add(w.events)
+		if in.opts.metrics.WatchEvents != nil && w.events > 0 {
+			in.opts.metrics.WatchEvents.Add(float64(w.events))
+		}
+		if w.refused != nil {
+			return true
+		}
+		if w.lost {
+			in.mu.Lock()
+			if in.firstDone {
+				in.setErrLocked(ErrDisconnected)
+			}
+			in.mu.Unlock()
+		}
+		if w.conn == nil {
+			continue
+		}
+		if !logged {
+			logged = true
+			in.mode.Store(int32(WatchRecursive))
+			in.logger.Info("watching the service with one persistent recursive watch", "mode", WatchRecursive.String())
+		}
+		if retry != nil && !w.full {
+			// Backing off after a failed re-read: deletions and reads of
+			// what changed go on; the re-read waits for its timer.
+			in.applyOps(w, due)
+			continue
+		}
+		if retry != nil {
+			retry.Stop()
+			retry = nil
+		}
+		err := in.applyRecursive(w, due)
+		switch {
+		case err == nil:
+			bo.Reset()
+		case in.ctx.Err() != nil:
+			return false
+		case w.conn.Err() != nil:
+			// The session is gone: its successor re-reads everything.
+		default:
+			in.logger.Warn("reading the service failed; keeping the last set", "err", err)
+			in.mu.Lock()
+			in.setErrLocked(err)
+			in.mu.Unlock()
+			w.full = true
+			f.putBack(w)
+			retry = time.NewTimer(bo.NextBackOff())
+		}
+		if d, ok := in.nextReread(); ok {
+			if reread == nil {
+				reread = time.NewTimer(d)
+			} else {
+				reread.Reset(d)
+			}
+		}
+	}
+}
+
+// applyRecursive re-reads the service when w.full, else applies w's ops.
+func (in *Instancer) applyRecursive(w recWork, due map[string]bool) error {
+	if !w.full {
+		return in.applyOps(w, due)
+	}
+	r, err := w.conn.Do(in.ctx, zkwire.OpGetChildren, zkwire.GetChildrenBody(in.dir))
+	if errors.Is(err, zk.ErrNoNode) {
+		// Not created yet, or a Curator container reaped when empty; the
+		// watch sees it come.
+		in.mu.Lock()
+		for n, e := range in.entries {
+			in.forgetLocked(n, e)
+		}
+		clear(in.unread)
+		in.pubErr = nil
+		in.publishLocked()
+		in.markLoadedLocked()
+		in.mu.Unlock()
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("sd: list %s: %w", in.dir, err)
+	}
+	names, err := zkwire.ParseChildren(r.Body)
+	if err != nil {
+		return fmt.Errorf("sd: list %s: %w", in.dir, err)
+	}
+	if err := in.readAndStore(w, names, true); err != nil {
+		return err
+	}
+	present := make(map[string]bool, len(names))
+	for _, n := range names {
+		present[n] = true
+	}
+	in.mu.Lock()
+	for n, e := range in.entries {
+		if !present[n] {
+			in.forgetLocked(n, e)
+		}
+	}
+	// ZooKeeper answered in full: the set is its own again.
+	in.pubErr = nil
+	in.publishLocked()
+	in.markLoadedLocked()
+	in.mu.Unlock()
+	return nil
+}
+
+// applyOps drops the deleted children, then reads the created and changed
+// ones and the unreadable ones whose retry is due.
+func (in *Instancer) applyOps(w recWork, due map[string]bool) error {
+	var names []string
+	in.mu.Lock()
+	for n, op := range w.ops {
+		if op.del {
+			in.forgetLocked(n, in.entries[n])
+		} else {
+			names = append(names, n)
+		}
+	}
+	for n := range due {
+		if _, ok := w.ops[n]; !ok {
+			names = append(names, n)
+		}
+	}
+	if len(w.ops) > 0 {
+		in.publishLocked()
+	}
+	in.mu.Unlock()
+	if len(names) == 0 {
+		return nil
+	}
+	if err := in.readAndStore(w, names, false); err != nil {
+		return err // the caller re-reads the service
+	}
+	in.mu.Lock()
+	in.publishLocked()
+	in.mu.Unlock()
+	return nil
+}
+
+// readAndStore reads names over w's session and stores what it read:
+// decoded nodes (the stored entry kept when czxid and version are
+// unchanged), unreadable ones, and the gone ones forgotten. A connection
+// failure stores nothing.
+func (in *Instancer) readAndStore(w recWork, names []string, full bool) error {
+	bulk := !in.opts.noBulk && len(names) > 1
+	reads, seqs, err := readNodes(in.ctx, w.conn, in.dir, names, bulk, in.opts.concurrency)
+	if err != nil {
+		return fmt.Errorf("sd: read %s: %w", in.dir, err)
+	}
+	in.fetches.Add(int64(len(names)))
+	if bulk && full {
+		in.bulkReads.Add(int64(len(names)))
+	}
+	keep, ok := w.feed.settle(w.gen, names, seqs)
+	if !ok {
+		return nil // a new session re-reads everything
+	}
+	known := make([]*entry, len(names))
+	in.mu.Lock()
+	for i, n := range names {
+		known[i] = in.entries[n]
+	}
+	in.mu.Unlock()
+	decoded := make([]*entry, len(names))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	// Decoding Curator JSON costs more than the reads: spread it over the cores.
+	for range min(runtime.GOMAXPROCS(0), len(names)/recDecodeMin+1) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(names); i = int(next.Add(1) - 1) {
+				r := &reads[i]
+				if !keep[i] || r.Err != 0 {
+					continue
+				}
+				if k := known[i]; k != nil && k.ok && k.czxid == r.Stat.Czxid && k.version == r.Stat.Version {
+					decoded[i] = k // the same node and version: nothing new
+					continue
+				}
+				st := zk.Stat{Czxid: r.Stat.Czxid, Mzxid: r.Stat.Mzxid, Version: r.Stat.Version, EphemeralOwner: r.Stat.EphemeralOwner}
+				decoded[i] = in.decode(names[i], bytes.Clone(r.Data), &st)
+			}
+		})
+	}
+	wg.Wait()
+	now := time.Now()
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for i, n := range names {
+		switch r := &reads[i]; {
+		case !keep[i]:
+		case r.Err == zkwire.CodeNoNode:
+			in.forgetLocked(n, in.entries[n])
+		case r.Err != 0:
+			in.unreadableLocked(n, &zkwire.Error{Code: r.Err}, now)
+		default:
+			delete(in.unread, n)
+			in.entries[n] = decoded[i]
+		}
+	}
+	return nil
+}
+
+// Reads per multiRead request, and the reads worth another decoding core.
+const (
+	recBatch     = 1000
+	recDecodeMin = 16
+)
+
+// readNodes reads the children names of dir over conn: with multiRead in
+// batches when bulk, else one getData each, at most concurrency in flight.
+// A node's own error (gone, an ACL) is its Read's Err; seqs are the stream
+// positions of the replies.
+func readNodes(ctx context.Context, conn *zkwire.Conn, dir string, names []string, bulk bool, concurrency int) ([]zkwire.Read, []uint64, error) {
+	reads := make([]zkwire.Read, len(names))
+	seqs := make([]uint64, len(names))
+	var mu sync.Mutex
+	var firstErr error
+	fail := func(err error) {
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		mu.Unlock()
+	}
+	var wg sync.WaitGroup
+	if bulk {
+		for lo := 0; lo < len(names); lo += recBatch {
+			hi := min(lo+recBatch, len(names))
+			wg.Go(func() {
+				paths := make([]string, hi-lo)
+				for i, n := range names[lo:hi] {
+					paths[i] = path.Join(dir, n)
+				}
+				r, err := conn.Do(ctx, zkwire.OpMultiRead, zkwire.MultiGetDataBody(paths))
+				if err != nil {
+					fail(err)
+					return
+				}
+				res, err := zkwire.ParseMultiGetData(r.Body)
+				if err == nil && len(res) != len(paths) {
+					err = fmt.Errorf("sd: multiRead: %d results for %d reads", len(res), len(paths))
+				}
+				if err != nil {
+					fail(err)
+					return
+				}
+				copy(reads[lo:hi], res)
+				for i := lo; i < hi; i++ {
+					seqs[i] = r.Seq
+				}
+			})
+		}
+		wg.Wait()
+		return reads, seqs, firstErr
+	}
+	var next atomic.Int64
+	for range min(concurrency, len(names)) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(names); i = int(next.Add(1) - 1) {
+				r, err := conn.Do(ctx, zkwire.OpGetData, zkwire.GetDataBody(path.Join(dir, names[i])))
+				if code := zkwire.Code(err); code != 0 {
+					reads[i], seqs[i] = zkwire.Read{Err: code}, r.Seq
+					continue
+				}
+				if err == nil {
+					var rd zkwire.Read
+					rd.Data, rd.Stat, err = zkwire.ParseGetData(r.Body)
+					reads[i], seqs[i] = rd, r.Seq
+				}
+				if err != nil {
+					fail(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return reads, seqs, firstErr
+}

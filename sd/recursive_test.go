@@ -1,0 +1,358 @@
+package sd_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/gracekit/gracekit/internal/testutil"
+	"github.com/gracekit/gracekit/sd"
+	"github.com/gracekit/gracekit/zktest"
+)
+
+var watchModes = []sd.WatchMode{sd.WatchRecursive, sd.WatchPerNode}
+
+// The invariants of the Instancer, run in both watch modes in one `go test`
+// (issue 15): only what feeds the set differs.
+func TestKeyInvariantsInBothWatchModes(t *testing.T) {
+	for _, mode := range watchModes {
+		t.Run(mode.String(), func(t *testing.T) {
+			t.Run("a status flip is seen", func(t *testing.T) { statusFlip(t, mode) })
+			t.Run("one unreadable child never hides the rest", func(t *testing.T) { unreadableChild(t, mode) })
+			t.Run("ErrDisconnected sticks until the set was re-read", func(t *testing.T) { disconnectSticks(t, mode) })
+			t.Run("goroutines stay flat across reconnects", func(t *testing.T) { flatAcrossReconnects(t, mode) })
+			t.Run("goroutines stay flat in N and a deletion reads nothing", func(t *testing.T) { flatInN(t, mode) })
+			t.Run("a reaped service node comes back", func(t *testing.T) { reapedService(t, mode) })
+		})
+	}
+}
+
+func statusFlip(t *testing.T, mode sd.WatchMode) {
+	c := zktest.New(t)
+	provider, consumer := newClient(t, c), newClient(t, c)
+	r := register(t, provider, instance("pay", 9001))
+	register(t, provider, instance("pay", 9002))
+	in, ch := newInstancer(t, consumer, "pay", sd.WithWatchMode(mode))
+	waitSet(t, ch, "127.0.0.1:9001", "127.0.0.1:9002")
+	if got := in.Stats().WatchMode; got != mode {
+		t.Fatalf("Stats().WatchMode = %v, want %v", got, mode)
+	}
+	for _, st := range []sd.Status{sd.StatusOutOfService, sd.StatusUp} {
+		if err := r.SetStatus(context.Background(), st); err != nil {
+			t.Fatal(err)
+		}
+		if st == sd.StatusUp {
+			waitSet(t, ch, "127.0.0.1:9001", "127.0.0.1:9002")
+		} else {
+			waitSet(t, ch, "127.0.0.1:9002")
+		}
+	}
+}
+
+func unreadableChild(t *testing.T, mode sd.WatchMode) {
+	c := zktest.New(t)
+	provider, consumer := newClient(t, c), newClient(t, c)
+	register(t, provider, instance("acl", 8101))
+	owner := testutil.ZKConn(t, c.Addrs())
+	if err := owner.AddAuth("digest", []byte("owner:pw")); err != nil {
+		t.Fatal(err)
+	}
+	secret := "/services/acl/hidden"
+	if _, err := owner.Create(secret, validNode(t, "acl", "hidden", 8102), 0, zk.DigestACL(zk.PermAll, "owner", "pw")); err != nil {
+		t.Fatal(err)
+	}
+	in, err := sd.NewInstancerContext(ctxFor(t), consumer, "acl", sd.WithWatchMode(mode))
+	if err != nil {
+		t.Fatalf("the first load failed because of one unreadable node: %v", err)
+	}
+	t.Cleanup(in.Stop)
+	if got := names(in.Instances()); len(got) != 1 || got[0] != "acl-8101" || in.Stats().Unreadable != 1 {
+		t.Fatalf("instances %v, stats %+v", got, in.Stats())
+	}
+	// A change of the readable one is still seen.
+	register(t, provider, instance("acl", 8103))
+	testutil.WaitFor(t, "the new instance", func() bool { return len(in.Instances()) == 2 })
+	// Readable again: the retry finds it (an ACL change notifies nobody).
+	if _, err := owner.SetACL(secret, zk.WorldACL(zk.PermAll), -1); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the node read once readable", func() bool { return len(in.Instances()) == 3 })
+}
+
+func disconnectSticks(t *testing.T, mode sd.WatchMode) {
+	c := zktest.New(t)
+	provider, consumer := newClient(t, c), newClient(t, c)
+	register(t, provider, instance("dc", 8301))
+	register(t, provider, instance("dc", 8302))
+	in, ch := newInstancer(t, consumer, "dc", sd.TombstoneTTL(300*time.Millisecond), sd.WithWatchMode(mode))
+	waitSet(t, ch, "127.0.0.1:8301", "127.0.0.1:8302")
+	if err := c.StopAll(); err != nil {
+		t.Fatal(err)
+	}
+	waitErr(t, ch, sd.ErrDisconnected)
+	if _, ok := in.Evict("dc-8301"); !ok {
+		t.Fatal("Evict found nothing")
+	}
+	for _, want := range []int{1, 2} { // evicted, then its tombstone expired
+		if ev := next(t, ch); len(ev.Instances) != want || !errors.Is(ev.Err, sd.ErrDisconnected) {
+			t.Fatalf("while disconnected: %v, err %v; want %d instances and ErrDisconnected", ev.Instances, ev.Err, want)
+		}
+	}
+	if err := c.StartAll(); err != nil {
+		t.Fatal(err)
+	}
+	waitSet(t, ch, "127.0.0.1:8301", "127.0.0.1:8302")
+	if err := in.Err(); err != nil {
+		t.Fatalf("Err() = %v after the re-read", err)
+	}
+}
+
+func flatAcrossReconnects(t *testing.T, mode sd.WatchMode) {
+	c := zktest.New(t)
+	provider := newClient(t, c)
+	for port := 8401; port < 8411; port++ {
+		register(t, provider, instance("flat", port))
+	}
+	part := zktest.NewPartition()
+	consumer := newClient(t, c, sd.Dialer(part.Dial), sd.SessionTimeout(4*time.Second))
+	in, ch := newInstancer(t, consumer, "flat", sd.WithWatchMode(mode))
+	testutil.WaitFor(t, "ten instances", func() bool { return len(in.Instances()) == 10 })
+	reconnect := func() {
+		part.Cut()
+		waitErr(t, ch, sd.ErrDisconnected)
+		part.Heal()
+		testutil.WaitFor(t, "reconnected and re-read", func() bool { return in.Err() == nil && len(in.Instances()) == 10 })
+	}
+	reconnect()
+	before := runtime.NumGoroutine()
+	const rounds = 10
+	for range rounds {
+		reconnect()
+	}
+	// Changes made after the reconnects still arrive.
+	register(t, provider, instance("flat", 8411))
+	testutil.WaitFor(t, "the instance registered after the reconnects", func() bool { return len(in.Instances()) == 11 })
+	if after := runtime.NumGoroutine(); after >= before+rounds/2 {
+		t.Fatalf("goroutines grew from %d to %d over %d reconnects", before, after, rounds)
+	}
+}
+
+func flatInN(t *testing.T, mode sd.WatchMode) {
+	c := zktest.New(t)
+	provider, consumer := newClient(t, c), newClient(t, c)
+	const n = 100
+	regs := make([]*sd.Registrar, n)
+	for i := range n {
+		regs[i] = register(t, provider, instance("many", 20000+i))
+	}
+	before := runtime.NumGoroutine()
+	in, err := sd.NewInstancerContext(ctxFor(t), consumer, "many", sd.WithWatchMode(mode))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(in.Stop)
+	testutil.WaitFor(t, "every instance", func() bool { return len(in.Instances()) == n })
+	if after := runtime.NumGoroutine(); after > before+10 {
+		t.Fatalf("goroutines grew from %d to %d for %d instances", before, after, n)
+	}
+	reads, events := in.Stats().Fetches, in.Stats().WatchEvents
+	if err := regs[0].DeregisterContext(ctxFor(t)); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the deletion applied", func() bool { return len(in.Instances()) == n-1 })
+	if s := in.Stats(); s.Fetches != reads || s.WatchEvents <= events {
+		t.Fatalf("after a deletion: %d reads (was %d), %d events (was %d); want no read", s.Fetches, reads, s.WatchEvents, events)
+	}
+}
+
+func reapedService(t *testing.T, mode sd.WatchMode) {
+	c := zktest.New(t)
+	provider, consumer := newClient(t, c), newClient(t, c)
+	_, ch := newInstancer(t, consumer, "later", sd.WithWatchMode(mode))
+	waitSet(t, ch)
+	r := register(t, provider, instance("later", 3001))
+	waitSet(t, ch, "127.0.0.1:3001")
+	if err := r.DeregisterContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitSet(t, ch)
+	testutil.WaitFor(t, "the empty service node reaped", func() bool {
+		ok, _, err := testutil.ZKConn(t, c.Addrs()).Exists("/services/later")
+		return err == nil && !ok
+	})
+	register(t, provider, instance("later", 3002))
+	waitSet(t, ch, "127.0.0.1:3002")
+}
+
+// serverWatches is the server's zk_watch_count (mntr).
+func serverWatches(t *testing.T, addr string) int {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := conn.Write([]byte("mntr")); err != nil {
+		t.Fatal(err)
+	}
+	var sb strings.Builder
+	buf := make([]byte, 4096)
+	for {
+		n, err := conn.Read(buf)
+		sb.Write(buf[:n])
+		if err != nil {
+			break
+		}
+	}
+	for line := range strings.Lines(sb.String()) {
+		if v, ok := strings.CutPrefix(line, "zk_watch_count\t"); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no zk_watch_count in %q", sb.String())
+	return 0
+}
+
+// One recursive watch for a service of many instances, where per-node
+// watches hold one per instance and one on the service; changes are applied
+// from the notifications with one read each.
+func TestRecursiveModeHoldsOneWatchPerService(t *testing.T) {
+	c := zktest.New(t)
+	consumer := newClient(t, c)
+	// Nodes written by a bare connection, so that no Registrar's own watch
+	// is counted.
+	w := testutil.ZKConn(t, c.Addrs())
+	acl := zk.WorldACL(zk.PermAll)
+	for _, p := range []string{"/services", "/services/one"} {
+		if _, err := w.Create(p, nil, 0, acl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add := func(port int) {
+		id := fmt.Sprintf("one-%d", port)
+		if _, err := w.Create("/services/one/"+id, validNode(t, "one", id, port), zk.FlagEphemeral, acl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const n = 40
+	for i := range n {
+		add(21000 + i)
+	}
+	addr := c.Servers[0].Addr()
+	base := serverWatches(t, addr)
+	in, err := sd.NewInstancerContext(ctxFor(t), consumer, "one", sd.WithWatchMode(sd.WatchRecursive))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The server files a recursive watch with its data and its child
+	// watches (DataTree.addWatch), so mntr counts it twice.
+	testutil.WaitFor(t, "one watch on the server", func() bool { return serverWatches(t, addr) == base+2 })
+	if s := in.Stats(); s.WatchMode != sd.WatchRecursive || s.BulkReads != n || s.Fetches != n {
+		t.Fatalf("stats %+v, want the recursive mode and one bulk read of %d", s, n)
+	}
+	add(22000)
+	testutil.WaitFor(t, "the new one", func() bool { return len(in.Instances()) == n+1 })
+	if s := in.Stats(); s.Fetches != n+1 {
+		t.Fatalf("%d reads after one creation, want %d", s.Fetches, n+1)
+	}
+	in.Stop()
+	testutil.WaitFor(t, "the watch gone with its session", func() bool { return serverWatches(t, addr) == base })
+
+	per, err := sd.NewInstancerContext(ctxFor(t), consumer, "one", sd.WithWatchMode(sd.WatchPerNode))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer per.Stop()
+	testutil.WaitFor(t, "a watch per node", func() bool { return serverWatches(t, addr) >= base+n+1 })
+	t.Logf("watches for %d instances in mntr: recursive 2 (one watch), per-node %d", n+1, serverWatches(t, addr)-base)
+}
+
+// refusingDial makes the server refuse addWatch as a 3.5 server does: the
+// request goes out under an opcode the server does not know, and the real
+// server answers UNIMPLEMENTED.
+func refusingDial(network, address string, timeout time.Duration) (net.Conn, error) {
+	conn, err := net.DialTimeout(network, address, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return refusingConn{conn}, nil
+}
+
+type refusingConn struct{ net.Conn }
+
+func (c refusingConn) Write(p []byte) (int, error) {
+	if len(p) >= 12 && int(binary.BigEndian.Uint32(p[0:4])) == len(p)-4 && binary.BigEndian.Uint32(p[8:12]) == 106 {
+		q := append([]byte(nil), p...)
+		binary.BigEndian.PutUint32(q[8:12], 9999)
+		return c.Conn.Write(q)
+	}
+	return c.Conn.Write(p)
+}
+
+func TestRefusedAddWatchFallsBackToPerNode(t *testing.T) {
+	c := zktest.New(t)
+	provider := newClient(t, c)
+	consumer := newClient(t, c, sd.Dialer(refusingDial))
+	r := register(t, provider, instance("old", 7101))
+	in, ch := newInstancer(t, consumer, "old", sd.WithWatchMode(sd.WatchRecursive))
+	waitSet(t, ch, "127.0.0.1:7101")
+	testutil.WaitFor(t, "the per-node mode", func() bool { return in.Stats().WatchMode == sd.WatchPerNode })
+	if err := r.SetStatus(context.Background(), sd.StatusOutOfService); err != nil {
+		t.Fatal(err)
+	}
+	waitSet(t, ch)
+	register(t, provider, instance("old", 7102))
+	waitSet(t, ch, "127.0.0.1:7102")
+}
+
+// Notifications of one node's quick changes are applied in the stream's
+// order: whatever the interleaving of reads and events, the set ends as
+// ZooKeeper does.
+func TestRecursiveModeConvergesUnderChurn(t *testing.T) {
+	c := zktest.New(t)
+	provider, consumer := newClient(t, c), newClient(t, c)
+	_, ch := newInstancer(t, consumer, "churn", sd.WithWatchMode(sd.WatchRecursive))
+	waitSet(t, ch)
+	regs := make([]*sd.Registrar, 5)
+	out := make([]bool, len(regs))
+	for i := range regs {
+		regs[i] = register(t, provider, instance("churn", 23000+i))
+	}
+	for round := range 20 {
+		r := regs[round%len(regs)]
+		if err := r.DeregisterContext(ctxFor(t)); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.RegisterContext(ctxFor(t)); err != nil {
+			t.Fatal(err)
+		}
+		st := sd.StatusUp
+		if out[round%len(regs)] = round%3 == 0; out[round%len(regs)] {
+			st = sd.StatusOutOfService
+		}
+		if err := r.SetStatus(ctxFor(t), st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{}
+	for i := range regs {
+		if !out[i] {
+			want = append(want, fmt.Sprintf("127.0.0.1:%d", 23000+i))
+		}
+	}
+	waitSet(t, ch, want...)
+}
