@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/gracekit/gracekit/fxmodule"
 	"github.com/gracekit/gracekit/internal/testutil"
@@ -21,28 +20,9 @@ import (
 	"github.com/gracekit/gracekit/zktest"
 )
 
-var echoDesc = grpc.ServiceDesc{
-	ServiceName: "gracekit.test.Echo",
-	HandlerType: (*any)(nil),
-	Methods: []grpc.MethodDesc{{
-		MethodName: "Say",
-		Handler: func(_ any, ctx context.Context, dec func(any) error, icpt grpc.UnaryServerInterceptor) (any, error) {
-			in := new(wrapperspb.StringValue)
-			if err := dec(in); err != nil {
-				return nil, err
-			}
-			call := func(_ context.Context, req any) (any, error) { return req, nil }
-			if icpt == nil {
-				return call(ctx, in)
-			}
-			return icpt(ctx, in, &grpc.UnaryServerInfo{FullMethod: "/gracekit.test.Echo/Say"}, call)
-		},
-	}},
-}
-
 func newGRPCServer(o fxmodule.GRPCServerOptions) *grpc.Server {
 	s := grpc.NewServer(o...)
-	s.RegisterService(&echoDesc, struct{}{})
+	testutil.RegisterEcho(s, "")
 	return s
 }
 
@@ -74,9 +54,8 @@ func TestDiscoveryServesAGRPCOnlyApp(t *testing.T) {
 	defer cc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	out := new(wrapperspb.StringValue)
-	if err := cc.Invoke(ctx, "/gracekit.test.Echo/Say", wrapperspb.String("hi"), out); err != nil || out.GetValue() != "hi" {
-		t.Fatalf("call: %q, %v", out.GetValue(), err)
+	if got, err := testutil.Say(ctx, cc, "hi"); err != nil || got != "hi" {
+		t.Fatalf("call: %q, %v", got, err)
 	}
 	if r, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil || r.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 		t.Fatalf("health: %v, %v", r.GetStatus(), err)

@@ -14,7 +14,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/provider"
@@ -23,35 +22,6 @@ import (
 	"github.com/gracekit/gracekit/shutdown/grpcstop"
 	"github.com/gracekit/gracekit/zktest"
 )
-
-// echoDesc is a one-method gRPC service over the well-known StringValue,
-// so that the test needs no generated code.
-var echoDesc = grpc.ServiceDesc{
-	ServiceName: "gracekit.test.Echo",
-	HandlerType: (*any)(nil),
-	Methods: []grpc.MethodDesc{{
-		MethodName: "Say",
-		Handler: func(_ any, ctx context.Context, dec func(any) error, icpt grpc.UnaryServerInterceptor) (any, error) {
-			in := new(wrapperspb.StringValue)
-			if err := dec(in); err != nil {
-				return nil, err
-			}
-			call := func(_ context.Context, req any) (any, error) {
-				return wrapperspb.String("echo:" + req.(*wrapperspb.StringValue).GetValue()), nil
-			}
-			if icpt == nil {
-				return call(ctx, in)
-			}
-			return icpt(ctx, in, &grpc.UnaryServerInfo{FullMethod: "/gracekit.test.Echo/Say"}, call)
-		},
-	}},
-}
-
-func say(ctx context.Context, cc *grpc.ClientConn, s string) (string, error) {
-	out := new(wrapperspb.StringValue)
-	err := cc.Invoke(ctx, "/gracekit.test.Echo/Say", wrapperspb.String(s), out)
-	return out.GetValue(), err
-}
 
 // A service that serves gRPC and HTTP on two ports is one provider: one
 // registration (the gRPC port in its metadata), one stop that drains both.
@@ -64,7 +34,7 @@ func TestOneProviderServesHTTPAndGRPCWithOneRegistration(t *testing.T) {
 	}
 	tracker := new(shutdown.Tracker)
 	gs := grpc.NewServer(grpcstop.ServerOptions(tracker)...)
-	gs.RegisterService(&echoDesc, struct{}{})
+	testutil.RegisterEcho(gs, "echo:")
 	grpcLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +83,7 @@ func TestOneProviderServesHTTPAndGRPCWithOneRegistration(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cc.Close()
-	if got, err := say(ctx, cc, "hi"); err != nil || got != "echo:hi" {
+	if got, err := testutil.Say(ctx, cc, "hi"); err != nil || got != "echo:hi" {
 		t.Fatalf("gRPC call: %q, %v", got, err)
 	}
 	hc := healthpb.NewHealthClient(cc)
