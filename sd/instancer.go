@@ -46,6 +46,7 @@ type instancerOptions struct {
 	noBulk      bool
 	watch       WatchMode
 	session     *watchSession // a Catalog's, shared; nil: the Instancer's own
+	keepData    bool
 }
 
 type instancerOptionFunc func(*instancerOptions) error
@@ -78,6 +79,14 @@ func FetchConcurrency(n int) InstancerOption {
 // ensembles that limit sessions.
 func WithoutBulkLoad() InstancerOption {
 	return instancerOptionFunc(func(o *instancerOptions) error { o.noBulk = true; return nil })
+}
+
+// KeepNodeData makes the Instancer keep each node's bytes on its Instance,
+// so that CuratorCodec.Encode of an Instance from Instances keeps the
+// fields this package does not know. By default only what is published is
+// kept (see CuratorCodec.Decode).
+func KeepNodeData() InstancerOption {
+	return instancerOptionFunc(func(o *instancerOptions) error { o.keepData = true; return nil })
 }
 
 // TombstoneTTL sets how long Evict keeps an instance out at most.
@@ -151,7 +160,7 @@ type Instancer struct {
 	tombs     map[string]tomb   // by instance id
 	tombTimer *time.Timer       // lifts the earliest tombstone at its TTL
 	pub       []string          // published set
-	pubInst   []Instance
+	pubInst   []*Instance
 	pubErr    error // stays until a read from ZooKeeper succeeds
 	sentErr   error // the error of the last set handed to the subscribers
 	version   uint64
@@ -167,6 +176,10 @@ type Instancer struct {
 	pmu     sync.Mutex
 	pending changes
 	wake    chan struct{}
+
+	// Equal metadata maps, shared by the entries. Entries are replaced,
+	// never changed, so pubInst points into them.
+	meta metaCache
 
 	watchEvents, fetches, malformed, unreadable, publishes, bulkReads atomic.Int64
 	mode                                                              atomic.Int32 // WatchMode in use

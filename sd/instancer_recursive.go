@@ -316,7 +316,11 @@ func (in *Instancer) readAndStore(w recWork, names []string, full bool) error {
 					continue
 				}
 				st := zk.Stat{Czxid: r.Stat.Czxid, Mzxid: r.Stat.Mzxid, Version: r.Stat.Version, EphemeralOwner: r.Stat.EphemeralOwner}
-				decoded[i] = in.decode(names[i], bytes.Clone(r.Data), &st)
+				data := r.Data // aliases the reply, a whole batch of nodes
+				if in.opts.keepData {
+					data = bytes.Clone(data)
+				}
+				decoded[i] = in.decode(names[i], data, &st)
 			}
 		})
 	}

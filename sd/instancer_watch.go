@@ -3,9 +3,7 @@ package sd
 import (
 	"errors"
 	"fmt"
-	"net"
 	"path"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -301,12 +299,17 @@ func (in *Instancer) apply(w *changes) error {
 		return nil // nothing read: a published error stands until a read succeeds
 	}
 	full := w.full
+	var ahead *bulkSession
+	if full {
+		ahead = in.openBulkAhead() // its handshake overlaps the listing
+		defer ahead.close()
+	}
 	if w.full || w.children {
 		if err := in.list(w); err != nil {
 			return err
 		}
 	}
-	bulked := full && !in.opts.noBulk && len(w.data) >= bulkMin && in.bulkLoad(w)
+	bulked := full && !in.opts.noBulk && len(w.data) >= bulkMin && in.bulkLoad(w, ahead)
 	if len(w.data) > 0 {
 		if err := in.fetch(w, bulked); err != nil {
 			return err
@@ -433,56 +436,30 @@ func (in *Instancer) list(w *changes) error {
 // bulkMin is the smallest full load worth a second session.
 const bulkMin = 16
 
-// bulkLoad reads the children in w.data with multiRead and, when every one
-// was read, publishes that complete set at once. The watches are armed by
-// the per-node reads that follow, which also catch any change in between.
-// On any failure it does nothing and returns false: those reads load the
-// set as well.
-func (in *Instancer) bulkLoad(w *changes) bool {
+// bulkLoad reads the children in w.data with multiRead over s (opened here
+// when nil) and, when every one was read, publishes that complete set at
+// once. The watches are armed by the per-node reads that follow, which
+// also catch any change in between. On any failure it does nothing and
+// returns false: those reads load the set as well.
+func (in *Instancer) bulkLoad(w *changes, s *bulkSession) bool {
 	names := make([]string, 0, len(w.data))
 	for n := range w.data {
 		names = append(names, n)
 	}
-	paths := make([]string, len(names))
-	for i, n := range names {
-		paths[i] = path.Join(in.dir, n)
+	if s == nil {
+		s = in.openBulk()
+		defer s.close()
 	}
-	dial := in.c.opts.dialer
-	if dial == nil {
-		dial = net.DialTimeout
-	}
-	res, err := bulkRead(in.ctx, dial, in.c.conn.Server(), paths, in.c.SessionTimeout())
+	decoded, err := in.bulkDecode(s, names)
 	if err != nil {
 		in.logger.Debug("bulk read failed; reading node by node", "err", err)
 		return false
 	}
-	for _, r := range res {
-		if !r.ok {
-			return false // gone or unreadable: the set would not be complete
-		}
-	}
-	// Decoding Curator JSON costs more than the reads: spread it over the
-	// cores.
-	decoded := make([]*entry, len(res))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(res)/bulkMin+1) {
-		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < len(res); i = int(next.Add(1) - 1) {
-				decoded[i] = in.decode(names[i], res[i].data, &res[i].stat)
-			}
-		})
-	}
-	wg.Wait()
-	entries := make(map[string]*entry, len(res))
-	for i, e := range decoded {
-		entries[names[i]] = e
-	}
-	in.bulkReads.Add(int64(len(res)))
+	in.bulkReads.Add(int64(len(names)))
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	for n, e := range entries {
-		in.entries[n] = e
+	for i, e := range decoded {
+		in.entries[names[i]] = e
 	}
 	in.publishLocked()
 	return true
@@ -689,7 +666,7 @@ func (in *Instancer) nextReread() (time.Duration, bool) {
 }
 
 func (in *Instancer) decode(name string, data []byte, stat *zk.Stat) *entry {
-	inst, err := in.opts.codec.Decode(in.service, name, data)
+	inst, err := readNode(in.opts.codec, in.service, name, data, in.opts.keepData, &in.meta)
 	if err != nil {
 		in.malformed.Add(1)
 		if in.opts.metrics.Malformed != nil {
@@ -723,7 +700,7 @@ func (in *Instancer) setErrLocked(err error) {
 // must be held.
 func (in *Instancer) publishLocked() {
 	now := time.Now()
-	insts := make([]Instance, 0, len(in.entries))
+	insts := make([]*Instance, 0, len(in.entries))
 	for _, e := range in.entries {
 		if !e.ok || e.inst.Status() == StatusOutOfService {
 			continue
@@ -734,16 +711,16 @@ func (in *Instancer) publishLocked() {
 			}
 			delete(in.tombs, e.inst.ID) // re-created, rewritten since, or expired
 		}
-		insts = append(insts, e.inst)
+		insts = append(insts, &e.inst)
 	}
 	order := make([]int, len(insts))
 	rendered := make([]string, len(insts))
 	for i, inst := range insts {
-		order[i], rendered[i] = i, in.render(inst)
+		order[i], rendered[i] = i, in.render(*inst)
 	}
 	slices.SortFunc(order, func(a, b int) int { return strings.Compare(rendered[a], rendered[b]) })
 	strs := make([]string, len(insts))
-	sorted := make([]Instance, len(insts))
+	sorted := make([]*Instance, len(insts))
 	for i, j := range order {
 		strs[i], sorted[i] = rendered[j], insts[j]
 	}
