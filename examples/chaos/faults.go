@@ -11,46 +11,48 @@ import (
 	"github.com/gracekit/gracekit/zktest"
 )
 
-// fault runs one fault of the matrix with the load running, sets ph.end,
-// and waits until the gateways route to every live provider again.
-func (d *driver) fault(ctx context.Context, name string, ph *phase) error {
+// fault runs one fault of the matrix with the load running, on every
+// group at once (phs[i] is d.groups[i]'s phase), sets each phase's end,
+// and waits until each group's gateways route to every live provider
+// again.
+func (d *driver) fault(ctx context.Context, name string, phs []*phase) error {
 	switch name {
 	case "leader":
-		return d.faultLeader(ctx, ph)
+		return d.faultLeader(ctx, phs)
 	case "ensemble":
-		return d.faultEnsemble(ctx, ph)
+		return d.faultEnsemble(ctx, phs)
 	case "session":
-		return d.faultSession(ctx, ph)
+		return d.faultSession(ctx, phs)
 	case "partition":
-		return d.faultPartition(ctx, ph)
+		return d.faultPartition(ctx, phs)
 	case "kill":
-		return d.faultKill(ctx, ph)
+		return d.faultKill(ctx, phs)
 	case "rolling":
-		return d.faultRolling(ctx, ph)
+		return d.faultRolling(ctx, phs)
 	}
 	return fmt.Errorf("unknown fault %q", name)
 }
 
-// nodePaths maps each provider id to its node's path.
-func (d *driver) nodePaths() map[string]string {
+// nodePaths maps each provider id of g to its node's path.
+func (d *driver) nodePaths(g *group) map[string]string {
 	m := map[string]string{}
-	for _, p := range d.providers {
-		m[p.id] = d.basePath + "/" + providerService + "/" + p.id
+	for _, p := range g.providers {
+		m[p.id] = d.basePath + "/" + p.service + "/" + p.id
 	}
 	return m
 }
 
-func (d *driver) providerIDs() []string {
-	ids := make([]string, len(d.providers))
-	for i, p := range d.providers {
+func (g *group) providerIDs() []string {
+	ids := make([]string, len(g.providers))
+	for i, p := range g.providers {
 		ids[i] = p.id
 	}
 	return ids
 }
 
-// allRegistered reads the provider nodes until every one exists.
-func (d *driver) allRegistered(ctx context.Context) (map[string]int64, error) {
-	got, _, err := d.reader.waitCzxids(ctx, d.nodePaths(), d.cfg.recoverLimit, func(m map[string]int64) bool {
+// allRegistered reads g's provider nodes until every one exists.
+func (d *driver) allRegistered(ctx context.Context, g *group) (map[string]int64, error) {
+	got, _, err := d.reader.waitCzxids(ctx, d.nodePaths(g), d.cfg.recoverLimit, func(m map[string]int64) bool {
 		for _, z := range m {
 			if z == 0 {
 				return false
@@ -59,34 +61,69 @@ func (d *driver) allRegistered(ctx context.Context) (map[string]int64, error) {
 		return true
 	})
 	if err != nil {
-		return got, fmt.Errorf("provider nodes %v (czxid, 0: missing) not all registered within %v: %w", got, d.cfg.recoverLimit, err)
+		return got, fmt.Errorf("%sprovider nodes %v (czxid, 0: missing) not all registered within %v: %w", g.tag(), got, d.cfg.recoverLimit, err)
 	}
 	return got, nil
 }
 
-// routeAll asks for every provider routed to after t.
-func (d *driver) routeAll(t time.Time) map[string]time.Time {
+// registeredAll is allRegistered for every group, in d.groups' order.
+func (d *driver) registeredAll(ctx context.Context) ([]map[string]int64, error) {
+	out := make([]map[string]int64, len(d.groups))
+	for i, g := range d.groups {
+		var err error
+		if out[i], err = d.allRegistered(ctx, g); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// flappedAll sets each phase's flapped from before and a new read.
+func (d *driver) flappedAll(ctx context.Context, phs []*phase, before []map[string]int64) error {
+	after, err := d.registeredAll(ctx)
+	for i, g := range d.groups {
+		phs[i].flapped = changed(g.providerIDs(), before[i], after[i])
+	}
+	return err
+}
+
+// routeAll asks for every provider of g routed to after t.
+func (g *group) routeAll(t time.Time) map[string]time.Time {
 	m := map[string]time.Time{}
-	for _, p := range d.providers {
+	for _, p := range g.providers {
 		m[p.id] = t
 	}
 	return m
 }
 
-// waitRecovered waits until both gateways have answered with every
+// waitRecovered waits until g's gateways have answered with every
 // provider of ph.routeAfter for a request sent after its time.
-func (d *driver) waitRecovered(ctx context.Context, ph *phase) error {
+func (d *driver) waitRecovered(ctx context.Context, g *group, ph *phase) error {
 	deadline := time.Now().Add(d.cfg.recoverLimit)
-	for !d.load.routedSince(ph.routeAfter) {
+	for !g.load.routedSince(ph.routeAfter) {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the gateways did not route to every provider of %v within %v of the fault's end",
-				keys(ph.routeAfter), d.cfg.recoverLimit)
+			return fmt.Errorf("%sthe gateways did not route to every provider of %v within %v of the fault's end",
+				g.tag(), keys(ph.routeAfter), d.cfg.recoverLimit)
 		}
 		if err := drive.SleepCtx(ctx, 10*time.Millisecond); err != nil {
 			return err
 		}
 	}
 	ph.recovered = time.Now()
+	return nil
+}
+
+// endAll ends every group's phase at end with note, asks for every
+// provider routed to again, and waits for it.
+func (d *driver) endAll(ctx context.Context, phs []*phase, end time.Time, note string) error {
+	for i, g := range d.groups {
+		phs[i].end, phs[i].note, phs[i].routeAfter = end, note, g.routeAll(end)
+	}
+	for i, g := range d.groups {
+		if err := d.waitRecovered(ctx, g, phs[i]); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -99,8 +136,8 @@ func keys(m map[string]time.Time) []string {
 }
 
 // checkAlive fails when a provider or gateway ended on its own.
-func (d *driver) checkAlive(ph *phase) error {
-	for _, in := range append(append([]*instance{}, d.providers...), d.gateways...) {
+func (d *driver) checkAlive() error {
+	for _, in := range d.instances() {
 		if in.proc.Exited() {
 			return fmt.Errorf("%s exited (%s) during the fault; its log %s ends with:\n%s",
 				in.id, in.proc.ExitString(), in.proc.LogPath(), drive.Tail(in.proc.LogPath(), 20))
@@ -111,9 +148,11 @@ func (d *driver) checkAlive(ph *phase) error {
 
 // faultLeader kills the ensemble's leader, lets the others elect, holds
 // a few seconds, and restarts it. No provider node may flap.
-func (d *driver) faultLeader(ctx context.Context, ph *phase) error {
-	ph.mustNotFlap = true
-	before, err := d.allRegistered(ctx)
+func (d *driver) faultLeader(ctx context.Context, phs []*phase) error {
+	for _, ph := range phs {
+		ph.mustNotFlap = true
+	}
+	before, err := d.registeredAll(ctx)
 	if err != nil {
 		return err
 	}
@@ -129,11 +168,17 @@ func (d *driver) faultLeader(ctx context.Context, ph *phase) error {
 	if err := d.cluster.WaitServing(d.cfg.recoverLimit); err != nil {
 		return err
 	}
-	elected := time.Since(killAt)
+	// Serving members may still be electing: wait for a leader.
 	next, err := d.cluster.Leader()
+	for deadline := killAt.Add(d.cfg.recoverLimit); err != nil && time.Now().Before(deadline); next, err = d.cluster.Leader() {
+		if err := drive.SleepCtx(ctx, 50*time.Millisecond); err != nil {
+			return err
+		}
+	}
 	if err != nil {
 		return err
 	}
+	elected := time.Since(killAt)
 	logf("member %d leads %.0fms after the kill", next.ID, ms(elected))
 	if err := drive.SleepCtx(ctx, d.cfg.leaderDown); err != nil {
 		return err
@@ -141,12 +186,11 @@ func (d *driver) faultLeader(ctx context.Context, ph *phase) error {
 	if err := d.cluster.Restart(leader); err != nil {
 		return err
 	}
-	ph.end = time.Now()
+	end := time.Now()
 	logf("member %d restarted and serving", leader.ID)
-	ph.note = fmt.Sprintf("member %d (leader) killed; member %d led %.0fms later; old leader back after %.1fs",
-		leader.ID, next.ID, ms(elected), ph.end.Sub(killAt).Seconds())
-	ph.routeAfter = d.routeAll(ph.end)
-	if err := d.waitRecovered(ctx, ph); err != nil {
+	note := fmt.Sprintf("member %d (leader) killed; member %d led %.0fms later; old leader back after %.1fs",
+		leader.ID, next.ID, ms(elected), end.Sub(killAt).Seconds())
+	if err := d.endAll(ctx, phs, end, note); err != nil {
 		return err
 	}
 	// A session lost to the election would expire within its timeout
@@ -154,15 +198,13 @@ func (d *driver) faultLeader(ctx context.Context, ph *phase) error {
 	if err := drive.SleepCtx(ctx, time.Until(killAt.Add(12*time.Second))); err != nil {
 		return err
 	}
-	after, err := d.allRegistered(ctx)
-	ph.flapped = changed(d.providerIDs(), before, after)
-	return err
+	return d.flappedAll(ctx, phs, before)
 }
 
 // faultEnsemble stops every member, keeps the ensemble down, and starts
 // it again with its data.
-func (d *driver) faultEnsemble(ctx context.Context, ph *phase) error {
-	before, err := d.allRegistered(ctx)
+func (d *driver) faultEnsemble(ctx context.Context, phs []*phase) error {
+	before, err := d.registeredAll(ctx)
 	if err != nil {
 		return err
 	}
@@ -177,22 +219,18 @@ func (d *driver) faultEnsemble(ctx context.Context, ph *phase) error {
 	if err := d.cluster.StartAll(); err != nil {
 		return err
 	}
-	ph.end = time.Now()
-	logf("ensemble back after %.1fs (%.1fs to serve)", ph.end.Sub(downAt).Seconds(), ph.end.Sub(downAt.Add(d.cfg.ensembleDown)).Seconds())
-	ph.note = fmt.Sprintf("ensemble down %.1fs", ph.end.Sub(downAt).Seconds())
-	ph.routeAfter = d.routeAll(ph.end)
-	if err := d.waitRecovered(ctx, ph); err != nil {
+	end := time.Now()
+	logf("ensemble back after %.1fs (%.1fs to serve)", end.Sub(downAt).Seconds(), end.Sub(downAt.Add(d.cfg.ensembleDown)).Seconds())
+	if err := d.endAll(ctx, phs, end, fmt.Sprintf("ensemble down %.1fs", end.Sub(downAt).Seconds())); err != nil {
 		return err
 	}
-	after, err := d.allRegistered(ctx)
-	ph.flapped = changed(d.providerIDs(), before, after)
-	return err
+	return d.flappedAll(ctx, phs, before)
 }
 
 // reRegistered waits until target's node exists with a czxid other than
 // before's, and returns when the driver saw it.
-func (d *driver) reRegistered(ctx context.Context, target *instance, before map[string]int64) (time.Time, error) {
-	paths := map[string]string{target.id: d.nodePaths()[target.id]}
+func (d *driver) reRegistered(ctx context.Context, g *group, target *instance, before map[string]int64) (time.Time, error) {
+	paths := map[string]string{target.id: d.nodePaths(g)[target.id]}
 	got, at, err := d.reader.waitCzxids(ctx, paths, d.cfg.recoverLimit, func(m map[string]int64) bool {
 		return m[target.id] != 0 && m[target.id] != before[target.id]
 	})
@@ -215,10 +253,10 @@ func (d *driver) servingMember() (*zktest.Server, error) {
 	return nil, fmt.Errorf("no ZooKeeper member serves")
 }
 
-// faultSession expires the first provider's session.
-func (d *driver) faultSession(ctx context.Context, ph *phase) error {
-	target := d.providers[0]
-	before, err := d.allRegistered(ctx)
+// faultSession expires the session of each group's first provider: the
+// one that owns its node.
+func (d *driver) faultSession(ctx context.Context, phs []*phase) error {
+	before, err := d.registeredAll(ctx)
 	if err != nil {
 		return err
 	}
@@ -226,104 +264,139 @@ func (d *driver) faultSession(ctx context.Context, ph *phase) error {
 	if err != nil {
 		return err
 	}
-	id, err := target.proxy.Expire(m.Addr())
-	if err != nil {
-		return err
+	ids := make([]int64, len(d.groups))
+	for i, g := range d.groups {
+		target := g.providers[0]
+		if ids[i], err = d.reader.owner(d.nodePaths(g)[target.id]); err != nil {
+			return err
+		}
+		if err := target.proxy.Expire(m.Addr(), ids[i]); err != nil {
+			return fmt.Errorf("%s: %w", target.id, err)
+		}
 	}
-	ph.end = time.Now()
-	logf("expired %s's session 0x%x", target.id, id)
-	again, err := d.reRegistered(ctx, target, before)
-	if err != nil {
-		return err
+	end := time.Now()
+	for i, g := range d.groups {
+		target, ph := g.providers[0], phs[i]
+		ph.end = end
+		logf("expired %s's session 0x%x", target.id, ids[i])
+		again, err := d.reRegistered(ctx, g, target, before[i])
+		if err != nil {
+			return err
+		}
+		logf("%s registered again %.0fms after the expiry", target.id, ms(again.Sub(end)))
+		ph.note = fmt.Sprintf("%s session 0x%x expired; registered again after %.0fms", target.id, ids[i], ms(again.Sub(end)))
+		if err := d.recoverReregistered(ctx, g, ph, target, again, before[i]); err != nil {
+			return err
+		}
 	}
-	logf("%s registered again %.0fms after the expiry", target.id, ms(again.Sub(ph.end)))
-	ph.note = fmt.Sprintf("%s session 0x%x expired; registered again after %.0fms", target.id, id, ms(again.Sub(ph.end)))
-	return d.recoverReregistered(ctx, ph, target, again, before)
+	return nil
 }
 
-// faultPartition cuts the second provider off from ZooKeeper, longer
-// than its session timeout, and heals.
-func (d *driver) faultPartition(ctx context.Context, ph *phase) error {
-	target := d.providers[1]
-	before, err := d.allRegistered(ctx)
+// faultPartition cuts each group's second provider off from ZooKeeper,
+// longer than its session timeout, and heals.
+func (d *driver) faultPartition(ctx context.Context, phs []*phase) error {
+	before, err := d.registeredAll(ctx)
 	if err != nil {
 		return err
 	}
-	logf("cutting %s off from ZooKeeper for %v", target.id, d.cfg.partition)
-	target.proxy.Cut()
+	for _, g := range d.groups {
+		logf("cutting %s off from ZooKeeper for %v", g.providers[1].id, d.cfg.partition)
+		g.providers[1].proxy.Cut()
+	}
 	cutAt := time.Now()
-	// Watch its node go while the partition lasts (its session expires
+	// Watch the nodes go while the partition lasts (the sessions expire
 	// on the ensemble's side).
-	var goneAt time.Time
-	paths := map[string]string{target.id: d.nodePaths()[target.id]}
-	if _, at, err := d.reader.waitCzxids(ctx, paths, d.cfg.partition, func(m map[string]int64) bool { return m[target.id] == 0 }); err == nil {
-		goneAt = at
-	} else if ctx.Err() != nil {
-		return ctx.Err()
+	goneAt := make([]time.Time, len(d.groups))
+	for i, g := range d.groups {
+		target := g.providers[1]
+		paths := map[string]string{target.id: d.nodePaths(g)[target.id]}
+		if _, at, err := d.reader.waitCzxids(ctx, paths, time.Until(cutAt.Add(d.cfg.partition)), func(m map[string]int64) bool { return m[target.id] == 0 }); err == nil {
+			goneAt[i] = at
+		} else if ctx.Err() != nil {
+			return ctx.Err()
+		}
 	}
 	if err := drive.SleepCtx(ctx, time.Until(cutAt.Add(d.cfg.partition))); err != nil {
 		return err
 	}
-	target.proxy.Heal()
-	ph.end = time.Now()
-	logf("healed %s's partition", target.id)
-	again, err := d.reRegistered(ctx, target, before)
-	if err != nil {
-		return err
+	for _, g := range d.groups {
+		g.providers[1].proxy.Heal()
 	}
-	gone := "its node stayed"
-	if !goneAt.IsZero() {
-		gone = fmt.Sprintf("its node went after %.1fs", goneAt.Sub(cutAt).Seconds())
+	end := time.Now()
+	for i, g := range d.groups {
+		target, ph := g.providers[1], phs[i]
+		ph.end = end
+		logf("healed %s's partition", target.id)
+		again, err := d.reRegistered(ctx, g, target, before[i])
+		if err != nil {
+			return err
+		}
+		gone := "its node stayed"
+		if !goneAt[i].IsZero() {
+			gone = fmt.Sprintf("its node went after %.1fs", goneAt[i].Sub(cutAt).Seconds())
+		}
+		logf("%s registered again %.0fms after the heal (%s)", target.id, ms(again.Sub(end)), gone)
+		ph.note = fmt.Sprintf("%s cut off %.1fs, %s; registered again %.0fms after the heal",
+			target.id, end.Sub(cutAt).Seconds(), gone, ms(again.Sub(end)))
+		if err := d.recoverReregistered(ctx, g, ph, target, again, before[i]); err != nil {
+			return err
+		}
 	}
-	logf("%s registered again %.0fms after the heal (%s)", target.id, ms(again.Sub(ph.end)), gone)
-	ph.note = fmt.Sprintf("%s cut off %.1fs, %s; registered again %.0fms after the heal",
-		target.id, ph.end.Sub(cutAt).Seconds(), gone, ms(again.Sub(ph.end)))
-	return d.recoverReregistered(ctx, ph, target, again, before)
+	return nil
 }
 
-// faultKill kills the third provider with SIGKILL, waits until its node
-// goes with its session, and starts it again on a new port. The fault
-// ends when the new process is ready.
-func (d *driver) faultKill(ctx context.Context, ph *phase) error {
-	target := d.providers[2]
-	before, err := d.allRegistered(ctx)
+// faultKill kills each group's third provider with SIGKILL, waits until
+// its node goes with its session, and starts it again on a new port. The
+// fault ends when the new processes are ready.
+func (d *driver) faultKill(ctx context.Context, phs []*phase) error {
+	before, err := d.registeredAll(ctx)
 	if err != nil {
 		return err
 	}
-	ph.killedAddr = target.addr()
-	ph.killAt = time.Now()
-	logf("SIGKILL %s (%s)", target.id, ph.killedAddr)
-	target.proc.Signal(syscall.SIGKILL)
-	<-target.proc.Done()
-	paths := map[string]string{target.id: d.nodePaths()[target.id]}
-	_, goneAt, err := d.reader.waitCzxids(ctx, paths, d.cfg.recoverLimit, func(m map[string]int64) bool { return m[target.id] == 0 })
-	if err != nil {
-		return fmt.Errorf("the node of the killed %s did not go within %v: %w", target.id, d.cfg.recoverLimit, err)
+	for i, g := range d.groups {
+		target := g.providers[2]
+		phs[i].killedAddr, phs[i].killAt = target.addr(), time.Now()
+		logf("SIGKILL %s (%s)", target.id, target.addr())
+		target.proc.Signal(syscall.SIGKILL)
 	}
-	logf("%s's node went %.1fs after the kill (session timeout); starting it again", target.id, goneAt.Sub(ph.killAt).Seconds())
-	if err := d.startInstance(target); err != nil {
-		return err
+	goneAt := make([]time.Time, len(d.groups))
+	for i, g := range d.groups {
+		target := g.providers[2]
+		<-target.proc.Done()
+		paths := map[string]string{target.id: d.nodePaths(g)[target.id]}
+		var err error
+		if _, goneAt[i], err = d.reader.waitCzxids(ctx, paths, d.cfg.recoverLimit, func(m map[string]int64) bool { return m[target.id] == 0 }); err != nil {
+			return fmt.Errorf("the node of the killed %s did not go within %v: %w", target.id, d.cfg.recoverLimit, err)
+		}
+		logf("%s's node went %.1fs after the kill (session timeout); starting it again", target.id, goneAt[i].Sub(phs[i].killAt).Seconds())
+		if err := d.startInstance(target); err != nil {
+			return err
+		}
 	}
-	if err := waitReady(ctx, target, d.cfg.readyLimit); err != nil {
-		return err
+	for _, g := range d.groups {
+		if err := waitReady(ctx, g.providers[2], d.cfg.readyLimit); err != nil {
+			return err
+		}
 	}
-	ph.end = time.Now()
-	ph.note = fmt.Sprintf("%s killed; its node went after %.1fs; back on port %d, ready %.1fs after the kill",
-		target.id, goneAt.Sub(ph.killAt).Seconds(), target.port, ph.end.Sub(ph.killAt).Seconds())
-	ph.routeAfter = d.routeAll(ph.end)
-	if err := d.waitRecovered(ctx, ph); err != nil {
-		return err
+	end := time.Now()
+	for i, g := range d.groups {
+		target, ph := g.providers[2], phs[i]
+		ph.end, ph.routeAfter = end, g.routeAll(end)
+		ph.note = fmt.Sprintf("%s killed; its node went after %.1fs; back on port %d, ready %.1fs after the kill",
+			target.id, goneAt[i].Sub(ph.killAt).Seconds(), target.port, end.Sub(ph.killAt).Seconds())
+		if err := d.waitRecovered(ctx, g, ph); err != nil {
+			return err
+		}
 	}
-	after, err := d.allRegistered(ctx)
-	ph.flapped = changed(d.providerIDs(), before, after)
-	return err
+	return d.flappedAll(ctx, phs, before)
 }
 
 // faultRolling stops one member (a follower), restarts every provider in
-// turn (SIGTERM, a new process on a new port, on once both gateways route
-// to it), and starts the member again once the gateways route to all.
-func (d *driver) faultRolling(ctx context.Context, ph *phase) error {
-	before, err := d.allRegistered(ctx)
+// turn (SIGTERM, a new process on a new port, on once its group's gateways
+// route to it; the groups' i-th providers one after the other), and
+// starts the member again once the gateways route to all.
+func (d *driver) faultRolling(ctx context.Context, phs []*phase) error {
+	before, err := d.registeredAll(ctx)
 	if err != nil {
 		return err
 	}
@@ -342,59 +415,64 @@ func (d *driver) faultRolling(ctx context.Context, ph *phase) error {
 		return err
 	}
 	memberDown := time.Now()
-	var stops []string
-	for _, p := range d.providers {
-		sig := time.Now()
-		killed := p.proc.Stop(syscall.SIGTERM, d.cfg.stopLimit)
-		if killed {
-			return fmt.Errorf("%s did not stop within %v of SIGTERM; its log %s ends with:\n%s",
-				p.id, d.cfg.stopLimit, p.proc.LogPath(), drive.Tail(p.proc.LogPath(), 20))
-		}
-		stopped := p.proc.ExitedAt().Sub(sig)
-		if err := d.startInstance(p); err != nil {
-			return err
-		}
-		if err := waitReady(ctx, p, d.cfg.readyLimit); err != nil {
-			return err
-		}
-		ready := time.Now()
-		deadline := ready.Add(d.cfg.recoverLimit)
-		for !d.load.routedSince(map[string]time.Time{p.id: ready}) {
-			if time.Now().After(deadline) {
-				return fmt.Errorf("the gateways did not route to the restarted %s within %v", p.id, d.cfg.recoverLimit)
+	stops := make([][]string, len(d.groups))
+	for n := range nProviders {
+		for i, g := range d.groups {
+			p := g.providers[n]
+			sig := time.Now()
+			killed := p.proc.Stop(syscall.SIGTERM, d.cfg.stopLimit)
+			if killed {
+				return fmt.Errorf("%s did not stop within %v of SIGTERM; its log %s ends with:\n%s",
+					p.id, d.cfg.stopLimit, p.proc.LogPath(), drive.Tail(p.proc.LogPath(), 20))
 			}
-			if err := drive.SleepCtx(ctx, 10*time.Millisecond); err != nil {
+			stopped := p.proc.ExitedAt().Sub(sig)
+			if err := d.startInstance(p); err != nil {
 				return err
 			}
+			if err := waitReady(ctx, p, d.cfg.readyLimit); err != nil {
+				return err
+			}
+			ready := time.Now()
+			deadline := ready.Add(d.cfg.recoverLimit)
+			for !g.load.routedSince(map[string]time.Time{p.id: ready}) {
+				if time.Now().After(deadline) {
+					return fmt.Errorf("the gateways did not route to the restarted %s within %v", p.id, d.cfg.recoverLimit)
+				}
+				if err := drive.SleepCtx(ctx, 10*time.Millisecond); err != nil {
+					return err
+				}
+			}
+			logf("%s stopped in %.0fms, back on port %d, routed %.0fms after SIGTERM", p.id, ms(stopped), p.port, ms(time.Since(sig)))
+			stops[i] = append(stops[i], fmt.Sprintf("%s %.0fms", p.id, ms(stopped)))
+			phs[i].end = ready
 		}
-		logf("%s stopped in %.0fms, back on port %d, routed %.0fms after SIGTERM", p.id, ms(stopped), p.port, ms(time.Since(sig)))
-		stops = append(stops, fmt.Sprintf("%s %.0fms", p.id, ms(stopped)))
-		ph.end = ready
 	}
-	ph.routeAfter = d.routeAll(ph.end)
-	if err := d.waitRecovered(ctx, ph); err != nil {
-		return err
+	for i, g := range d.groups {
+		phs[i].routeAfter = g.routeAll(phs[i].end)
+		if err := d.waitRecovered(ctx, g, phs[i]); err != nil {
+			return err
+		}
 	}
 	if err := d.cluster.Restart(member); err != nil {
 		return err
 	}
 	logf("member %d back after %.1fs", member.ID, time.Since(memberDown).Seconds())
-	ph.note = fmt.Sprintf("member %d down %.1fs; graceful stops: %v", member.ID, time.Since(memberDown).Seconds(), stops)
-	after, err := d.allRegistered(ctx)
-	ph.flapped = changed(d.providerIDs(), before, after)
-	return err
+	for i := range d.groups {
+		phs[i].note = fmt.Sprintf("member %d down %.1fs; graceful stops: %v", member.ID, time.Since(memberDown).Seconds(), stops[i])
+	}
+	return d.flappedAll(ctx, phs, before)
 }
 
 // recoverReregistered ends a fault after which target registered again at
-// again: every provider must be routed to after the fault's end (target
-// after its new registration), and the nodes are compared with before.
-func (d *driver) recoverReregistered(ctx context.Context, ph *phase, target *instance, again time.Time, before map[string]int64) error {
-	ph.routeAfter = d.routeAll(ph.end)
+// again: every provider of g must be routed to after the fault's end
+// (target after its new registration).
+func (d *driver) recoverReregistered(ctx context.Context, g *group, ph *phase, target *instance, again time.Time, before map[string]int64) error {
+	ph.routeAfter = g.routeAll(ph.end)
 	ph.routeAfter[target.id] = again
-	if err := d.waitRecovered(ctx, ph); err != nil {
+	if err := d.waitRecovered(ctx, g, ph); err != nil {
 		return err
 	}
-	after, err := d.allRegistered(ctx)
-	ph.flapped = changed(d.providerIDs(), before, after)
+	after, err := d.allRegistered(ctx, g)
+	ph.flapped = changed(g.providerIDs(), before, after)
 	return err
 }

@@ -23,6 +23,7 @@ type sample struct {
 	failed   bool
 	reason   string // why it failed: "HTTP 502: ..." or the transport error
 	instance string // the provider its answer names
+	noRetry  bool   // sent through a gateway that retries nothing (load.noRetry)
 }
 
 // idempotencyKey is the key of the n-th request of run.
@@ -38,6 +39,10 @@ type load struct {
 	rate     int
 	workers  int
 	client   *http.Client
+	// noRetry marks, by index, the gateways that retry no call (a plain
+	// grpc-go client): what a crash cuts on them is the crash's, GET or
+	// POST. Set before start; nil: every gateway retries GETs.
+	noRetry []bool
 
 	tokens  chan int64
 	issued  atomic.Int64
@@ -125,6 +130,7 @@ func (l *load) worker() {
 
 func (l *load) do(n int64) sample {
 	s := sample{n: n, post: drive.IsPost(n), gateway: int(n) % len(l.gateways)}
+	s.noRetry = s.gateway < len(l.noRetry) && l.noRetry[s.gateway]
 	sym := drive.Symbols[int(n/2)%len(drive.Symbols)]
 	if s.post {
 		s.key = idempotencyKey(l.run, n)

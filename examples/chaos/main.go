@@ -18,13 +18,26 @@
 // it) and can cut it off (the partition). The gateways connect straight
 // to the ensemble. A restarted provider listens on a new port.
 //
-// It prints, for each fault,
+// Beside that HTTP group, and through the same faults at the same time,
+// runs a gRPC group (-transport): 3 gRPC-only providers (examples/provider
+// -transport grpc, each behind its own proxy, services quote-grpc) and 2
+// gateways over them (examples/gateway -transport grpc): gracekit's
+// consumer with endpoint/grpcfactory, and a plain grpc-go ClientConn
+// through grpcresolver with round_robin and health checking, with a load
+// of its own at the same rate. Each fault hits both groups: the session,
+// partition and kill faults hit the same provider slot of each; the
+// rolling restart restarts the groups' i-th providers one after the other.
+//
+// It prints, for each fault, and for each group (the gRPC group's lines
+// name their transport; the HTTP group's name none)
 //
 //	CHAOS fault=<name> requests=<n> failed=<n> duplicated=<n> recovered_ms=<x>
+//	CHAOS transport=grpc fault=<name> requests=<n> failed=<n> duplicated=<n> recovered_ms=<x>
 //
-// then a table, and last
+// then a table per group, and last
 //
 //	RESULT mode=chaos requests=<n> failed=<n> duplicated=<n> crash_failed=<n>
+//	RESULT mode=chaos transport=grpc requests=<n> failed=<n> duplicated=<n> crash_failed=<n>
 //
 // A fault's requests are those sent from its start (a pre-roll of steady
 // load) to the next fault's. recovered_ms runs from the end of the fault
@@ -33,7 +46,12 @@
 // the provider registered again when the fault made it (session,
 // partition); -1 when they never did. crash_failed counts the POSTs in
 // flight on the killed provider when it was killed (the gateway must not
-// re-send them); they are the only failures allowed. Duplicates are the
+// re-send them); they are the only failures allowed. Through the grpc-go
+// gateway, which retries nothing, every request that failed at the killed
+// provider's address once it was killed is the crash's, GET or POST (as
+// in make demo). The session fault expires the session that owns the
+// provider's node (its ephemeralOwner): a provider may hold another, for
+// its watches. Duplicates are the
 // orders the providers executed more than once, from their ledgers
 // (PROVIDER_LEDGER, examples/CONTRACT.md).
 //
@@ -49,7 +67,8 @@
 // Flags:
 //
 //	-faults leader,ensemble,session,partition,kill,rolling  faults to run, in order
-//	-rate 250         requests per second
+//	-transport http,grpc  groups to run side by side
+//	-rate 250         requests per second, per group
 //	-latency 50ms     PROVIDER_LATENCY
 //	-bindir DIR       use prebuilt provider and gateway binaries
 //	-keep             keep the temporary directory
@@ -81,15 +100,22 @@ const (
 
 	providerService = "quote"
 	gatewayService  = "gateway"
-	basePathPrefix  = "/gracekit-chaos-"
-	nProviders      = 3
-	nGateways       = 2
-	minRate         = 200 // requests per second the load must average
+	// The gRPC group's services, apart from the HTTP group's.
+	grpcProviderService = "quote-grpc"
+	grpcGatewayService  = "gateway-grpc"
+
+	transportHTTP  = "http"
+	transportGRPC  = "grpc"
+	basePathPrefix = "/gracekit-chaos-"
+	nProviders     = 3
+	nGateways      = 2
+	minRate        = 200 // requests per second the load must average
 )
 
 var allFaults = []string{"leader", "ensemble", "session", "partition", "kill", "rolling"}
 
 type config struct {
+	transports   []string
 	faults       []string
 	rate         int
 	workers      int
@@ -118,6 +144,7 @@ func parseFlags(args []string) (config, error) {
 		recoverLimit: 30 * time.Second, readyLimit: 30 * time.Second, stopLimit: 20 * time.Second, reqTimeout: 10 * time.Second}
 	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
 	faults := fs.String("faults", strings.Join(allFaults, ","), "faults to run, in order")
+	transports := fs.String("transport", "http,grpc", "groups to run side by side through the faults: http, grpc")
 	fs.IntVar(&c.rate, "rate", 250, "requests per second")
 	fs.DurationVar(&c.latency, "latency", 50*time.Millisecond, "PROVIDER_LATENCY given to the providers")
 	fs.DurationVar(&c.ensembleDown, "ensemble-down", 30*time.Second, "how long the whole ensemble stays down")
@@ -129,6 +156,9 @@ func parseFlags(args []string) (config, error) {
 	}
 	var err error
 	if c.faults, err = parseFaults(*faults); err != nil {
+		return c, err
+	}
+	if c.transports, err = parseTransports(*transports); err != nil {
 		return c, err
 	}
 	if c.rate < 1 || c.rate > 5000 {
@@ -152,6 +182,27 @@ func parseFaults(s string) ([]string, error) {
 	}
 	if len(out) == 0 {
 		return nil, errors.New("no fault to run")
+	}
+	return out, nil
+}
+
+// parseTransports reads a comma-separated list of transports.
+func parseTransports(s string) ([]string, error) {
+	var out []string
+	for t := range strings.SplitSeq(s, ",") {
+		t = strings.TrimSpace(t)
+		switch {
+		case t == "":
+			continue
+		case t != transportHTTP && t != transportGRPC:
+			return nil, fmt.Errorf("unknown transport %q (want http, grpc or both)", t)
+		case slices.Contains(out, t):
+			return nil, fmt.Errorf("transport %q given twice", t)
+		}
+		out = append(out, t)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no transport to run")
 	}
 	return out, nil
 }
@@ -206,7 +257,7 @@ func run() (code int) {
 		}
 	}()
 
-	results, ledgerNote, err := d.run(ctx)
+	groups, err := d.run(ctx)
 	if err != nil {
 		if d.interrupted.Load() {
 			return 130
@@ -214,15 +265,32 @@ func run() (code int) {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		return 1
 	}
-	for _, r := range results {
-		fmt.Println(chaosLine(r))
+	for _, g := range groups {
+		for _, r := range g.results {
+			fmt.Println(chaosLine(r))
+		}
 	}
-	writeTable(os.Stdout, results, ledgerNote)
-	probs := problems(results, minRate)
+	var probs []string
+	for _, g := range groups {
+		if g.transport == transportGRPC {
+			fmt.Printf("\n=== transport grpc (gateways: %s)", strings.Join(g.gatewayNames, ", "))
+		} else if len(groups) > 1 {
+			fmt.Printf("\n=== transport http (gateways: %s)", strings.Join(g.gatewayNames, ", "))
+		}
+		writeTable(os.Stdout, g.results, g.ledgerNote)
+		for _, p := range problems(g.results, minRate) {
+			if g.transport == transportGRPC {
+				p = "grpc: " + p
+			}
+			probs = append(probs, p)
+		}
+	}
 	for _, p := range probs {
 		fmt.Fprintln(os.Stderr, "chaos: FAIL:", p)
 	}
-	fmt.Println(resultLine(results))
+	for _, g := range groups {
+		fmt.Println(resultLine(g.results))
+	}
 	if len(probs) > 0 {
 		return 1
 	}
@@ -242,11 +310,63 @@ type driver struct {
 	cluster *zktest.Cluster
 	reader  *zkReader
 
-	bins      map[string]string
+	bins   map[string]string
+	groups []*group
+}
+
+// group is one transport's providers and gateways with their load: HTTP
+// providers behind two gracekit gateways, or gRPC providers behind a
+// gracekit gateway (endpoint/grpcfactory) and a plain grpc-go one
+// (grpcresolver). The groups run side by side through the same faults.
+type group struct {
+	transport string
 	providers []*instance
 	gateways  []*instance
+	names     []string // the gateways' names in the report
 	ledgers   []string
 	load      *load
+}
+
+// tag prefixes a message about g: "" for HTTP, "grpc: " for gRPC.
+func (g *group) tag() string {
+	if g.transport == transportGRPC {
+		return "grpc: "
+	}
+	return ""
+}
+
+// instances are every group's providers, then every group's gateways.
+func (d *driver) instances() []*instance {
+	var ps, gs []*instance
+	for _, g := range d.groups {
+		ps = append(ps, g.providers...)
+		gs = append(gs, g.gateways...)
+	}
+	return append(ps, gs...)
+}
+
+func (d *driver) allProviders() []*instance {
+	var ps []*instance
+	for _, g := range d.groups {
+		ps = append(ps, g.providers...)
+	}
+	return ps
+}
+
+func (d *driver) allGateways() []*instance {
+	var gs []*instance
+	for _, g := range d.groups {
+		gs = append(gs, g.gateways...)
+	}
+	return gs
+}
+
+// groupResult is what one group's load showed through the faults.
+type groupResult struct {
+	transport    string
+	gatewayNames []string
+	results      []faultResult
+	ledgerNote   string
 }
 
 // instance is one provider or gateway slot: a stable id; a provider gets a
@@ -254,6 +374,8 @@ type driver struct {
 type instance struct {
 	service string
 	id      string
+	args    []string // after -mode graceful
+	grpc    bool     // a gRPC provider: GRACEKIT_GRPC_PORT, ready by its health service
 	port    int
 	vars    map[string]string
 	runs    int
@@ -271,15 +393,17 @@ func (in *instance) addr() string { return net.JoinHostPort("127.0.0.1", strconv
 // providers first (a graceful provider flushes the gateways), then
 // gateways, the proxies and the ensemble.
 func (d *driver) shutdown() {
-	if d.load != nil {
-		d.load.stop()
+	for _, g := range d.groups {
+		if g.load != nil {
+			g.load.stop()
+		}
 	}
 	if !d.interrupted.Load() {
-		drive.StopAll(procsOf(d.providers), 15*time.Second)
-		drive.StopAll(procsOf(d.gateways), 15*time.Second)
+		drive.StopAll(procsOf(d.allProviders()), 15*time.Second)
+		drive.StopAll(procsOf(d.allGateways()), 15*time.Second)
 	}
 	d.sup.KillAll()
-	for _, p := range d.providers {
+	for _, p := range d.allProviders() {
 		if p.proxy != nil {
 			p.proxy.Close()
 		}
@@ -309,98 +433,137 @@ func (d *driver) closeZK() {
 	}
 }
 
-func (d *driver) run(ctx context.Context) ([]faultResult, string, error) {
+func (d *driver) run(ctx context.Context) ([]groupResult, error) {
 	if err := d.build(ctx); err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	logf("starting a 3-member ZooKeeper ensemble (zktest)")
 	c, err := zktest.Start(filepath.Join(d.tmp, "zookeeper"), zktest.Size(3))
 	if err != nil {
-		return nil, "", fmt.Errorf("start ZooKeeper: %w", err)
+		return nil, fmt.Errorf("start ZooKeeper: %w", err)
 	}
 	d.zkMu.Lock()
 	d.cluster = c
 	d.zkMu.Unlock()
 	if ctx.Err() != nil {
-		return nil, "", ctx.Err()
+		return nil, ctx.Err()
 	}
 	logf("ensemble serves at %s", c.ConnectString())
 	r, err := dialZK(c.Addrs())
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	d.zkMu.Lock()
 	d.reader = r
 	d.zkMu.Unlock()
 
 	if err := d.startAll(ctx); err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	gwURLs := make([]string, len(d.gateways))
-	for i, gw := range d.gateways {
-		gwURLs[i] = gw.url("")
+	for _, g := range d.groups {
+		gwURLs := make([]string, len(g.gateways))
+		for i, gw := range g.gateways {
+			gwURLs[i] = gw.url("")
+		}
+		run := d.runID
+		if g.transport == transportGRPC {
+			run += "-" + transportGRPC
+		}
+		g.load = newLoad(gwURLs, run, d.cfg.rate, d.cfg.workers, d.cfg.reqTimeout)
+		if g.transport == transportGRPC {
+			g.load.noRetry = []bool{false, true} // the grpc-go gateway retries nothing
+		}
+		g.load.start()
+		logf("%sload: %d requests/s through %d gateways (%s), 20%% POST /api/orders with an Idempotency-Key",
+			g.tag(), d.cfg.rate, len(g.gateways), strings.Join(g.names, ", "))
 	}
-	d.load = newLoad(gwURLs, d.runID, d.cfg.rate, d.cfg.workers, d.cfg.reqTimeout)
-	d.load.start()
-	logf("load: %d requests/s through %d gateways, 20%% POST /api/orders with an Idempotency-Key", d.cfg.rate, nGateways)
 
-	var phases []*phase
+	phases := make([][]*phase, len(d.groups))
 	for i, name := range d.cfg.faults {
-		ph := &phase{name: name, start: time.Now()}
-		if i == 0 {
-			ph.start = d.load.started
+		phs := make([]*phase, len(d.groups))
+		now := time.Now()
+		for gi, g := range d.groups {
+			phs[gi] = &phase{name: name, start: now}
+			if i == 0 {
+				phs[gi].start = g.load.started
+			}
+			phases[gi] = append(phases[gi], phs[gi])
 		}
-		phases = append(phases, ph)
 		if err := drive.SleepCtx(ctx, d.cfg.preRoll); err != nil {
-			return nil, "", err
+			return nil, err
 		}
-		logf("=== fault %s (%d requests so far)", name, d.load.completed())
-		err := d.fault(ctx, name, ph)
+		logf("=== fault %s (%s requests so far)", name, d.completed())
+		err := d.fault(ctx, name, phs)
 		if err == nil {
-			err = d.checkAlive(ph)
+			err = d.checkAlive()
 		}
 		if ctx.Err() != nil {
-			return nil, "", ctx.Err()
+			return nil, ctx.Err()
 		}
 		if err != nil {
-			ph.err = err
+			for _, ph := range phs {
+				ph.err = err
+			}
 			logf("fault %s: %v; no further faults", name, err)
 			break
 		}
-		logf("fault %s done: recovered (routed again) %.0fms after its end", name, ms(ph.recovered.Sub(ph.end)))
+		var rec []string
+		for gi, g := range d.groups {
+			rec = append(rec, fmt.Sprintf("%s%.0fms", g.tag(), ms(phs[gi].recovered.Sub(phs[gi].end))))
+		}
+		logf("fault %s done: recovered (routed again) %s after its end", name, strings.Join(rec, ", "))
 	}
 	if err := drive.SleepCtx(ctx, d.cfg.settle); err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	d.load.stop()
-	logf("load stopped: %d requests, %d skipped (all workers busy)", d.load.completed(), d.load.skipped.Load())
+	for _, g := range d.groups {
+		g.load.stop()
+		logf("%sload stopped: %d requests, %d skipped (all workers busy)", g.tag(), g.load.completed(), g.load.skipped.Load())
+	}
 
 	// Stop the providers before reading their ledgers.
-	drive.StopAll(procsOf(d.providers), 15*time.Second)
-	samples := d.load.all()
-	lg, err := readLedgers(d.ledgers)
-	if err != nil {
-		return nil, "", err
-	}
-	var lgp *ledger
-	note := ""
-	posts := 0
-	for _, s := range samples {
-		if s.post && !s.failed {
-			posts++
+	drive.StopAll(procsOf(d.allProviders()), 15*time.Second)
+	var out []groupResult
+	for gi, g := range d.groups {
+		samples := g.load.all()
+		lg, err := readLedgers(g.ledgers)
+		if err != nil {
+			return nil, err
 		}
+		var lgp *ledger
+		note := ""
+		posts := 0
+		for _, s := range samples {
+			if s.post && !s.failed {
+				posts++
+			}
+		}
+		switch {
+		case lg.lines == 0 && posts > 0:
+			// Duplicates cannot be counted without the providers'
+			// ledgers (PROVIDER_LEDGER); they are reported as 0.
+			note = fmt.Sprintf("NOT COUNTED: the providers wrote no ledger (PROVIDER_LEDGER) for %d orders answered OK", posts)
+			logf("%swarning: %s", g.tag(), note)
+		default:
+			lgp = &lg
+			note = fmt.Sprintf("%d orders executed, %d distinct keys, from %d ledger files", lg.lines, len(lg.counts), lg.files)
+		}
+		rs := summarize(phases[gi], samples, lgp, len(g.gateways), g.load.ended)
+		for i := range rs {
+			rs[i].Transport = g.transport
+		}
+		out = append(out, groupResult{transport: g.transport, gatewayNames: g.names, results: rs, ledgerNote: note})
 	}
-	switch {
-	case lg.lines == 0 && posts > 0:
-		// TODO(issue 9): the provider's PROVIDER_LEDGER; until it lands,
-		// duplicates cannot be counted and are reported as 0.
-		note = fmt.Sprintf("NOT COUNTED: the providers wrote no ledger (PROVIDER_LEDGER) for %d orders answered OK", posts)
-		logf("warning: %s", note)
-	default:
-		lgp = &lg
-		note = fmt.Sprintf("%d orders executed, %d distinct keys, from %d ledger files", lg.lines, len(lg.counts), lg.files)
+	return out, nil
+}
+
+// completed says how many requests each group's load completed.
+func (d *driver) completed() string {
+	var parts []string
+	for _, g := range d.groups {
+		parts = append(parts, fmt.Sprintf("%s%d", g.tag(), g.load.completed()))
 	}
-	return summarize(phases, samples, lgp, nGateways, d.load.ended), note, nil
+	return strings.Join(parts, ", ")
 }
 
 // build compiles the provider and the gateway into the temp dir.
@@ -424,54 +587,87 @@ func (d *driver) build(ctx context.Context) error {
 	return nil
 }
 
-// startAll starts the gateways and the providers (each behind its proxy)
-// and waits until both gateways route to every provider.
+// newGroup builds the slots of one transport's group, each provider
+// behind a proxy of its own.
+func (d *driver) newGroup(transport string) (*group, error) {
+	g := &group{transport: transport}
+	provSvc, gwSvc := providerService, gatewayService
+	var provArgs []string
+	if transport == transportGRPC {
+		provSvc, gwSvc, provArgs = grpcProviderService, grpcGatewayService, []string{"-transport", transportGRPC}
+		// gracekit's consumer over endpoint/grpcfactory, and a plain
+		// grpc-go ClientConn through grpcresolver.
+		g.gateways = []*instance{
+			{service: gwSvc, id: gwSvc + "-1", args: []string{"-transport", transportGRPC}},
+			{service: gwSvc, id: gwSvc + "-grpcgo", args: []string{"-transport", transportGRPC, "-mode", "resolver"}},
+		}
+		g.names = []string{"gracekit", "grpc-go"}
+	} else {
+		for i := 1; i <= nGateways; i++ {
+			g.gateways = append(g.gateways, &instance{service: gwSvc, id: fmt.Sprintf("%s-%d", gwSvc, i)})
+			g.names = append(g.names, "gracekit")
+		}
+	}
+	for i := 1; i <= nProviders; i++ {
+		px, err := newZKProxy(d.cluster.Addrs())
+		if err != nil {
+			return nil, err
+		}
+		g.providers = append(g.providers, &instance{service: provSvc, id: fmt.Sprintf("%s-%d", provSvc, i), proxy: px,
+			args: provArgs, grpc: transport == transportGRPC})
+	}
+	return g, nil
+}
+
+// startAll starts each group's gateways and providers (each behind its
+// proxy) and waits until the gateways route to every provider of their
+// group.
 func (d *driver) startAll(ctx context.Context) error {
 	if err := os.MkdirAll(filepath.Join(d.tmp, "logs"), 0o755); err != nil {
 		return err
 	}
 	d.secret = drive.RandomHex(32)
-	for i := 1; i <= nGateways; i++ {
-		d.gateways = append(d.gateways, &instance{service: gatewayService, id: fmt.Sprintf("%s-%d", gatewayService, i)})
-	}
-	for i := 1; i <= nProviders; i++ {
-		px, err := newZKProxy(d.cluster.Addrs())
+	for _, tr := range d.cfg.transports {
+		g, err := d.newGroup(tr)
 		if err != nil {
 			return err
 		}
-		d.providers = append(d.providers, &instance{service: providerService, id: fmt.Sprintf("%s-%d", providerService, i), proxy: px})
+		d.groups = append(d.groups, g)
 	}
-	for _, in := range slices.Concat(d.gateways, d.providers) {
-		zkServers := d.cluster.ConnectString()
-		if in.proxy != nil {
-			zkServers = in.proxy.ConnectString()
-		}
-		in.vars = map[string]string{
-			"GRACEKIT_ZK_SERVERS":   zkServers,
-			"GRACEKIT_BASE_PATH":    d.basePath,
-			"GRACEKIT_SERVICE":      in.service,
-			"GRACEKIT_INSTANCE_ID":  in.id,
-			"GRACEKIT_ADDRESS":      "127.0.0.1",
-			"GRACEKIT_FLUSH_SECRET": d.secret,
-		}
-		if in.service == gatewayService {
-			in.vars["GATEWAY_UPSTREAM"] = providerService
-			in.vars["GATEWAY_LOOPBACK_ONLY"] = "1"
-		} else {
-			in.vars["GRACEKIT_FLUSH_GATEWAYS"] = gatewayService
-			in.vars["PROVIDER_LATENCY"] = d.cfg.latency.String()
-		}
-		if err := d.startInstance(in); err != nil {
-			return err
+	for _, g := range d.groups {
+		for _, in := range slices.Concat(g.gateways, g.providers) {
+			zkServers := d.cluster.ConnectString()
+			if in.proxy != nil {
+				zkServers = in.proxy.ConnectString()
+			}
+			in.vars = map[string]string{
+				"GRACEKIT_ZK_SERVERS":   zkServers,
+				"GRACEKIT_BASE_PATH":    d.basePath,
+				"GRACEKIT_SERVICE":      in.service,
+				"GRACEKIT_INSTANCE_ID":  in.id,
+				"GRACEKIT_ADDRESS":      "127.0.0.1",
+				"GRACEKIT_FLUSH_SECRET": d.secret,
+			}
+			if in.proxy == nil { // a gateway
+				in.vars["GATEWAY_UPSTREAM"] = g.providers[0].service
+				in.vars["GATEWAY_LOOPBACK_ONLY"] = "1"
+			} else {
+				in.vars["GRACEKIT_FLUSH_GATEWAYS"] = g.gateways[0].service
+				in.vars["PROVIDER_LATENCY"] = d.cfg.latency.String()
+			}
+			if err := d.startInstance(in); err != nil {
+				return err
+			}
 		}
 	}
-	logf("started %d gateways and %d providers; waiting for /readyz", nGateways, nProviders)
-	for _, in := range slices.Concat(d.providers, d.gateways) {
+	logf("started %d groups (%s) of %d gateways and %d providers; waiting for them to be ready",
+		len(d.groups), strings.Join(d.cfg.transports, ", "), nGateways, nProviders)
+	for _, in := range slices.Concat(d.allProviders(), d.allGateways()) {
 		if err := waitReady(ctx, in, d.cfg.readyLimit); err != nil {
 			return err
 		}
 	}
-	for _, gw := range d.gateways {
+	for _, gw := range d.allGateways() {
 		if err := waitRoutes(ctx, gw, nProviders, d.cfg.readyLimit); err != nil {
 			return err
 		}
@@ -482,7 +678,8 @@ func (d *driver) startAll(ctx context.Context) error {
 // startInstance starts in's next run, a provider on a new port with a
 // ledger of its own.
 func (d *driver) startInstance(in *instance) error {
-	if in.port == 0 || in.service == providerService {
+	provider := in.proxy != nil
+	if in.port == 0 || provider {
 		ports, err := zktest.FreePorts(1)
 		if err != nil {
 			return err
@@ -491,13 +688,22 @@ func (d *driver) startInstance(in *instance) error {
 	}
 	in.runs++
 	in.vars["GRACEKIT_PORT"] = strconv.Itoa(in.port)
-	if in.service == providerService {
+	if in.grpc {
+		in.vars["GRACEKIT_GRPC_PORT"] = strconv.Itoa(in.port)
+	}
+	bin := d.bins[gatewayService]
+	if provider {
+		bin = d.bins[providerService]
 		l := filepath.Join(d.tmp, "logs", fmt.Sprintf("%s.run%d.ledger", in.id, in.runs))
 		in.vars["PROVIDER_LEDGER"] = l
-		d.ledgers = append(d.ledgers, l)
+		for _, g := range d.groups {
+			if slices.Contains(g.providers, in) {
+				g.ledgers = append(g.ledgers, l)
+			}
+		}
 	}
 	logPath := filepath.Join(d.tmp, "logs", fmt.Sprintf("%s.run%d.log", in.id, in.runs))
-	p, err := d.sup.Start(in.id, d.bins[in.service], []string{"-mode", "graceful"}, drive.ChildEnv(os.Environ(), in.vars), logPath)
+	p, err := d.sup.Start(in.id, bin, append([]string{"-mode", "graceful"}, in.args...), drive.ChildEnv(os.Environ(), in.vars), logPath)
 	if err != nil {
 		return err
 	}
@@ -505,8 +711,12 @@ func (d *driver) startInstance(in *instance) error {
 	return nil
 }
 
-// waitReady polls the instance's /readyz until it answers 200.
+// waitReady polls the instance's /readyz until it answers 200, or a gRPC
+// provider's health service until it is SERVING.
 func waitReady(ctx context.Context, in *instance, limit time.Duration) error {
+	if in.grpc {
+		return drive.WaitGRPCReady(ctx, in.id, in.proc, in.addr(), limit)
+	}
 	return drive.WaitReady(ctx, in.id, in.proc, in.url("/readyz"), limit)
 }
 

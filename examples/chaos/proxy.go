@@ -123,13 +123,11 @@ func (p *zkProxy) forward(down net.Conn, upstream string) {
 	<-done
 }
 
-// Expire ends the session the provider holds now, on the member at addr
-// (any serving member will do: sessions belong to the ensemble). It
-// returns the session id.
-func (p *zkProxy) Expire(addr string) (int64, error) {
-	id := p.rec.LastSession()
-	return id, p.rec.Expire(addr, id)
-}
+// Expire ends session id, one the provider opened through the proxy, on
+// the member at addr (any serving member will do: sessions belong to the
+// ensemble). The provider may hold more than one (sd's watch session
+// beside the one that owns its node): the caller names the one to end.
+func (p *zkProxy) Expire(addr string, id int64) error { return p.rec.Expire(addr, id) }
 
 // Cut closes every forwarded connection and refuses new ones until Heal.
 func (p *zkProxy) Cut() {

@@ -115,8 +115,8 @@ func TestProxyExpireWithoutSessionFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	if _, err := p.Expire("127.0.0.1:1"); err == nil {
-		t.Error("Expire before any handshake succeeded")
+	if err := p.Expire("127.0.0.1:1", 0x1234); err == nil {
+		t.Error("Expire of a session whose handshake it never saw succeeded")
 	}
 	p.Close() // twice is fine
 }

@@ -39,6 +39,7 @@ type phase struct {
 
 // faultResult is what a phase's requests and the providers' ledgers show.
 type faultResult struct {
+	Transport    string // "grpc", or "" or "http" for HTTP
 	Name         string
 	Requests     int
 	Failed       int // failures outside the crash's in-flight POSTs
@@ -90,11 +91,15 @@ func phaseOf(phases []*phase, t time.Time) int {
 }
 
 // isCrashFailure tells whether s is a POST that was in flight on the
-// provider killed in ph, and failed because of it.
+// provider killed in ph, and failed because of it. Through a gateway that
+// retries nothing (s.noRetry: plain grpc-go), any request that failed at
+// the killed address once it was killed is the crash's, as in the demo:
+// in flight on it, or sent before the client saw the connection die.
 func isCrashFailure(s sample, ph *phase) bool {
-	return ph.killedAddr != "" && s.post && s.failed &&
-		!s.at.After(ph.killAt) && s.done.After(ph.killAt) &&
-		strings.Contains(s.reason, ph.killedAddr)
+	if ph.killedAddr == "" || !s.failed || !s.done.After(ph.killAt) || !strings.Contains(s.reason, ph.killedAddr) {
+		return false
+	}
+	return s.noRetry || (s.post && !s.at.After(ph.killAt))
 }
 
 // recovery is the time from ph.end until every gateway has answered with
@@ -187,10 +192,19 @@ func recoveredMS(d time.Duration) string {
 	return fmt.Sprintf("%.0f", ms(d))
 }
 
+// transportField is " transport=grpc" for a gRPC result, "" for HTTP,
+// whose lines name no transport, as before gRPC.
+func transportField(transport string) string {
+	if transport == "grpc" {
+		return " transport=grpc"
+	}
+	return ""
+}
+
 // chaosLine is the machine-readable line of one fault.
 func chaosLine(r faultResult) string {
-	return fmt.Sprintf("CHAOS fault=%s requests=%d failed=%d duplicated=%d recovered_ms=%s",
-		r.Name, r.Requests, r.Failed, r.Duplicated, recoveredMS(r.Recovered))
+	return fmt.Sprintf("CHAOS%s fault=%s requests=%d failed=%d duplicated=%d recovered_ms=%s",
+		transportField(r.Transport), r.Name, r.Requests, r.Failed, r.Duplicated, recoveredMS(r.Recovered))
 }
 
 // totals adds up the faults.
@@ -207,11 +221,16 @@ func totals(rs []faultResult) (t faultResult) {
 	return t
 }
 
-// resultLine is the last line of the run.
+// resultLine is the last line of a group's run (its faults are all of
+// one transport).
 func resultLine(rs []faultResult) string {
 	t := totals(rs)
-	return fmt.Sprintf("RESULT mode=chaos requests=%d failed=%d duplicated=%d crash_failed=%d",
-		t.Requests, t.Failed, t.Duplicated, t.CrashFailed)
+	tr := ""
+	if len(rs) > 0 {
+		tr = transportField(rs[0].Transport)
+	}
+	return fmt.Sprintf("RESULT mode=chaos%s requests=%d failed=%d duplicated=%d crash_failed=%d",
+		tr, t.Requests, t.Failed, t.Duplicated, t.CrashFailed)
 }
 
 // problems lists why the run fails: failures outside the crash, duplicates,

@@ -65,6 +65,18 @@ func (r *zkReader) czxids(paths map[string]string) (map[string]int64, error) {
 	return out, nil
 }
 
+// owner is the session that owns the ephemeral node at path.
+func (r *zkReader) owner(path string) (int64, error) {
+	ok, stat, err := r.conn.Exists(path)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("read %s: %w", path, err)
+	case !ok || stat.EphemeralOwner == 0:
+		return 0, fmt.Errorf("%s: no ephemeral node", path)
+	}
+	return stat.EphemeralOwner, nil
+}
+
 // waitCzxids reads the czxids until cond accepts them or limit passes
 // (ZooKeeper may be electing or reconnecting meanwhile). It returns the
 // last read and the time of the read that satisfied cond.
