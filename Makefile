@@ -54,7 +54,7 @@ fuzz:
 	done
 
 demo: zookeeper
-	cd examples && $(GO) run ./rollout
+	cd examples && $(GO) run ./rollout $(DEMO_FLAGS)
 
 # The fault matrix under load: a 3-member ensemble, 3 providers, 2 gateways;
 # prints CHAOS lines per fault and a RESULT line (README, "make chaos").
