@@ -28,8 +28,11 @@ lint: vet
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) run $(STATICCHECK) $(PKGS)); done
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
 
+# The sd suite runs in both watch modes: persistent recursive watches (the
+# default) above, and the per-node fallback (ZooKeeper 3.5) here.
 test: zookeeper vet
 	@set -e; for m in $(MODULES); do echo "test: $$m"; (cd $$m && $(GO) test -race -count=1 -timeout 20m $(TESTFLAGS) $(PKGS)); done
+	@echo "test: sd, per-node watches"; GRACEKIT_SD_WATCH_MODE=per-node $(GO) test -race -count=1 -timeout 20m $(TESTFLAGS) ./sd/
 
 cover: zookeeper
 	$(GO) test -race -count=1 -coverprofile=coverage.out $(PKGS)
