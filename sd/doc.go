@@ -12,11 +12,19 @@
 // UP and OUT_OF_SERVICE with a version-checked write; DeregisterContext
 // deletes exactly its own node.
 //
-// Instancer implements go-kit's sd.Instancer. It watches the service's
-// children and every child's data. A full load reads all nodes with a few
-// multiRead requests (ZooKeeper 3.6+) over a short-lived second session and
-// publishes at once, then arms a watch per node over the one connection
-// (reads pipelined); later it reads only what changed. It publishes the complete set
+// Instancer implements go-kit's sd.Instancer. A full load reads all nodes
+// with a few multiRead requests (ZooKeeper 3.6+) over a short-lived second
+// session and publishes at once. It then watches the service in one of two
+// modes (WithWatchMode; InstancerStats.WatchMode says which, and one log
+// line): by default one persistent recursive watch (ZooKeeper 3.6+
+// addWatch) on a read-only watch session of its own, whose notifications it
+// applies one node at a time (a creation or a data change reads that node,
+// a deletion reads nothing, nothing re-lists the children), dropping the
+// session on any disconnect and re-reading the service in bulk over a new
+// one; or, on a server that refuses addWatch or when asked, a children
+// watch and a data watch per node over the one connection (reads
+// pipelined). A Catalog holds one recursive watch on the base path for a
+// gateway that routes every service. It publishes the complete set
 // of UP instances on every change. It re-arms its watches after every error,
 // reconnect and session expiry, keeps the last good set while ZooKeeper is
 // unreachable (reporting the error in Event.Err), and skips and counts

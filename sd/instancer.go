@@ -44,9 +44,9 @@ type instancerOptions struct {
 	tombTTL     time.Duration
 	metrics     InstancerMetrics
 	noBulk      bool
+	keepData    bool
 	watch       WatchMode
 	session     *watchSession // a Catalog's, shared; nil: the Instancer's own
-	keepData    bool
 }
 
 type instancerOptionFunc func(*instancerOptions) error
@@ -129,9 +129,10 @@ type InstancerStats struct {
 
 // Instancer watches one service's nodes and publishes the complete set of
 // its instances to every registered channel whenever it changes, following
-// go-kit's sd.Instancer contract. The first load reads every node
-// concurrently over the one connection; later changes read only what
-// changed. Instances whose status is OUT_OF_SERVICE are not published.
+// go-kit's sd.Instancer contract. The first load reads every node in bulk;
+// later changes read only what changed, fed by one persistent recursive
+// watch or by a watch per node (WithWatchMode; see the package doc).
+// Instances whose status is OUT_OF_SERVICE are not published.
 //
 // Watches are re-armed after every error, reconnect and session expiry.
 // While ZooKeeper is unreachable the last good set is published with
