@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"slices"
@@ -24,6 +25,10 @@ import (
 // against one ZooKeeper server, in one run. With -svg it draws the load
 // times against N.
 func init() { register("sd", runSD) }
+
+// sdLoadsOnly skips the deletion and creation figures, which take most of
+// the suite's time, to measure the loads alone.
+var sdLoadsOnly = flag.Bool("sd-loads-only", false, "sd suite: only the load lines (sd_load_*, sd_load_floor_*)")
 
 const (
 	loadRuns    = 5
@@ -62,6 +67,9 @@ func runSD() error {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "bench: wrote %s\n", *svgPath)
+	}
+	if *sdLoadsOnly {
+		return nil
 	}
 	for _, n := range []int{100, 1000} {
 		service := fmt.Sprintf("load%d", n)

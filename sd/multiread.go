@@ -38,7 +38,8 @@ type bulkSession struct {
 	once   sync.Once
 }
 
-// openBulk starts the handshake with addr. Everything it does, reads
+// openBulk starts the handshake with addr, dialled with dial (nil: a
+// net.Dialer, which close interrupts). Everything it does, reads
 // included, ends within timeout, or when ctx ends. Close it.
 func openBulk(ctx context.Context, dial DialFunc, addr string, timeout time.Duration) *bulkSession {
 	ctx, cancel := context.WithCancel(ctx)
@@ -57,7 +58,14 @@ func bulkHandshake(ctx context.Context, dial DialFunc, addr string, timeout time
 	if timeout <= 0 {
 		return nil, nil, context.DeadlineExceeded
 	}
-	conn, err := dial("tcp", addr, timeout)
+	var conn net.Conn
+	var err error
+	if dial == nil {
+		d := net.Dialer{Timeout: timeout}
+		conn, err = d.DialContext(ctx, "tcp", addr)
+	} else {
+		conn, err = dial("tcp", addr, timeout)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -181,14 +189,18 @@ func (s *bulkSession) close() {
 		return
 	}
 	s.once.Do(func() {
-		s.cancel()
-		<-s.done
+		defer s.cancel()
+		select {
+		case <-s.done:
+		default:
+			s.cancel() // interrupt the handshake
+			<-s.done
+		}
 		if s.conn == nil {
 			return
 		}
-		s.stop()
-		if !s.used {
-			_ = s.conn.SetDeadline(time.Now().Add(time.Second))
+		if s.stop() && !s.used {
+			// Opened for nothing (a small load): free it on the server now.
 			_ = zkwire.WriteFrame(s.conn, zkwire.CloseSession(1))
 		}
 		s.conn.Close()
@@ -209,11 +221,7 @@ func (in *Instancer) openBulkAhead() *bulkSession {
 }
 
 func (in *Instancer) openBulk() *bulkSession {
-	dial := in.c.opts.dialer
-	if dial == nil {
-		dial = net.DialTimeout
-	}
-	return openBulk(in.ctx, dial, in.c.conn.Server(), in.c.SessionTimeout())
+	return openBulk(in.ctx, in.c.opts.dialer, in.c.conn.Server(), in.c.SessionTimeout())
 }
 
 const (

@@ -1,0 +1,93 @@
+package sd
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/gracekit/gracekit/internal/testutil"
+	"github.com/gracekit/gracekit/zktest"
+)
+
+// A bulk session opened ahead of a load that turns out small is closed
+// unused; one whose server never answers the handshake is closed at once,
+// not at the end of the handshake's timeout.
+func TestBulkSessionCloseInterruptsAHandshake(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			accepted <- c // never answered
+		}
+		close(accepted)
+	}()
+	const handshakeTimeout = time.Minute
+	s := openBulk(context.Background(), nil, ln.Addr().String(), handshakeTimeout)
+	c, ok := <-accepted
+	if !ok {
+		t.Fatal("the bulk session never dialled")
+	}
+	defer c.Close()
+	closed := make(chan struct{})
+	go func() { s.close(); s.close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(handshakeTimeout / 2):
+		t.Fatal("close waited for the handshake's timeout")
+	}
+	if err := s.read([]string{"/x"}, func(int, []bulkResult) {}); err == nil {
+		t.Fatal("a read after close succeeded")
+	}
+}
+
+func TestBulkSessionReadsBatchesInOrder(t *testing.T) {
+	c := zktest.New(t)
+	conn := testutil.ZKConn(t, c.Addrs())
+	const n = 2*bulkBatch + 17
+	var paths []string
+	if _, err := conn.Create("/bulk", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		p := fmt.Sprintf("/bulk/n%04d", i)
+		paths = append(paths, p)
+		if _, err := conn.Create(p, []byte(p), 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	paths = append(paths, "/bulk/gone")
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitLimit)
+	defer cancel()
+	s := openBulk(ctx, nil, c.Addrs()[0], testutil.WaitLimit)
+	defer s.close()
+	var firsts []int
+	next := 0
+	err := s.read(paths, func(first int, res []bulkResult) {
+		firsts = append(firsts, first)
+		if first != next {
+			t.Errorf("batch at %d, want %d", first, next)
+		}
+		for i, r := range res {
+			p := paths[first+i]
+			switch {
+			case p == "/bulk/gone" && r.ok:
+				t.Errorf("%s read", p)
+			case p != "/bulk/gone" && (!r.ok || string(r.data) != p):
+				t.Errorf("%s: %q ok=%v", p, r.data, r.ok)
+			}
+		}
+		next = first + len(res)
+	})
+	if err != nil || next != len(paths) || len(firsts) != 3 {
+		t.Fatalf("read: %v; %d of %d results in batches at %v", err, next, len(paths), firsts)
+	}
+}
