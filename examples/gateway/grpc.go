@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"sync"
 	"time"
 
 	kitendpoint "github.com/go-kit/kit/endpoint"
@@ -130,9 +131,16 @@ func grpcFactories(loopbackOnly bool) ([]kitsd.Factory, error) {
 }
 
 // kitGRPCFactory is the factory go-kit documents for gRPC (its apigateway
-// example): a ClientConn per instance, given back as the io.Closer, which
-// go-kit's Endpointer calls as soon as the instance leaves ZooKeeper. The
-// instance string is the node's Curator JSON (go-kit's sd/zk).
+// example), a ClientConn per instance, with one change: the io.Closer
+// closes the ClientConn once the calls in flight on it have finished
+// (drainCloser), where go-kit's example gives the ClientConn itself.
+// go-kit's Endpointer calls it as soon as the instance leaves ZooKeeper,
+// at the provider's deregistration, while the provider still serves
+// (its drain comes later), and ClientConn.Close cancels the calls in
+// flight: lb.Retry then sends each again, and an order runs twice
+// (TestClientConnCloseCancelsCallsInFlight). No provider's stop can
+// prevent that; the demo's go-kit gateway has the fix a go-kit user needs.
+// The instance string is the node's Curator JSON (go-kit's sd/zk).
 func kitGRPCFactory(m grpcMethod, loopbackOnly bool) kitsd.Factory {
 	return func(instance string) (kitendpoint.Endpoint, io.Closer, error) {
 		node, err := parseCuratorNode(instance)
@@ -149,15 +157,67 @@ func kitGRPCFactory(m grpcMethod, loopbackOnly bool) kitsd.Factory {
 		}
 		e := kitgrpc.NewClient(cc, quotegrpc.ServiceName, m.name, m.enc, decodeStruct, new(structpb.Struct),
 			kitgrpc.ClientBefore(setKey)).Endpoint()
+		closer := &drainCloser{conn: cc, bound: drainBound}
 		return func(ctx context.Context, req any) (any, error) {
+			end := closer.begin()
+			defer end()
 			resp, err := e(ctx, req)
 			if err != nil {
 				return nil, &addrError{addr: addr, err: err}
 			}
 			return resp, nil
-		}, cc, nil
+		}, closer, nil
 	}
 }
+
+// drainBound is how long a drainCloser waits for the calls in flight.
+const drainBound = 10 * time.Second
+
+// drainCloser closes conn once no call begun on it is in flight, or after
+// bound at the latest. Calls that begin after Close still run until then.
+type drainCloser struct {
+	conn  io.Closer
+	bound time.Duration
+
+	mu       sync.Mutex
+	inFlight int
+	closing  bool
+	once     sync.Once
+}
+
+// begin counts a call in flight; the func it returns ends it.
+func (c *drainCloser) begin() (end func()) {
+	c.mu.Lock()
+	c.inFlight++
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		c.inFlight--
+		last := c.closing && c.inFlight == 0
+		c.mu.Unlock()
+		if last {
+			c.closeConn()
+		}
+	}
+}
+
+// Close closes conn now when no call is in flight, else when the last one
+// ends (or after bound). It does not wait: go-kit calls it while
+// updating its cache.
+func (c *drainCloser) Close() error {
+	c.mu.Lock()
+	c.closing = true
+	idle := c.inFlight == 0
+	c.mu.Unlock()
+	if idle {
+		c.closeConn()
+	} else {
+		time.AfterFunc(c.bound, c.closeConn)
+	}
+	return nil
+}
+
+func (c *drainCloser) closeConn() { c.once.Do(func() { _ = c.conn.Close() }) }
 
 // runResolver is the gateway as a plain grpc-go client: one ClientConn to
 // gracekit:///<upstream> through grpcresolver over a consumer.Consumer,

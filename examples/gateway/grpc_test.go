@@ -11,7 +11,11 @@ import (
 
 	kitendpoint "github.com/go-kit/kit/endpoint"
 	kitlb "github.com/go-kit/kit/sd/lb"
+	kitgrpc "github.com/go-kit/kit/transport/grpc"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/gracekit/gracekit/endpoint"
@@ -130,4 +134,93 @@ type fixedEndpointer struct{ e kitendpoint.Endpoint }
 
 func (f fixedEndpointer) Endpoints() ([]kitendpoint.Endpoint, error) {
 	return []kitendpoint.Endpoint{f.e}, nil
+}
+
+// heldQuotes answers Get once release is closed; started gets a value as
+// each call begins.
+type heldQuotes struct {
+	keyRecorder
+	started chan struct{}
+	release chan struct{}
+}
+
+func (h *heldQuotes) Get(ctx context.Context, symbol string) (*structpb.Struct, error) {
+	h.started <- struct{}{}
+	select {
+	case <-h.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return h.keyRecorder.Get(ctx, symbol)
+}
+
+func serveHeld(t *testing.T) (*heldQuotes, string) {
+	t.Helper()
+	h := &heldQuotes{started: make(chan struct{}, 4), release: make(chan struct{})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	quotegrpc.Register(s, h)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.Serve(ln) }()
+	t.Cleanup(func() { s.Stop(); <-done })
+	return h, ln.Addr().String()
+}
+
+// getAsync calls e's Get and returns where its error goes.
+func getAsync(e kitendpoint.Endpoint) <-chan error {
+	errc := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := e(ctx, quoteRequest{Symbol: "ABC"})
+		errc <- err
+	}()
+	return errc
+}
+
+// What go-kit's documented factory does at a provider's deregistration:
+// the Endpointer closes the ClientConn, and the call in flight fails,
+// for lb.Retry to send again.
+func TestClientConnCloseCancelsCallsInFlight(t *testing.T) {
+	h, addr := serveHeld(t)
+	defer close(h.release)
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := kitgrpc.NewClient(cc, quotegrpc.ServiceName, quotegrpc.MethodGet, grpcMethods[0].enc, decodeStruct, new(structpb.Struct)).Endpoint()
+	errc := getAsync(e)
+	<-h.started
+	cc.Close() // what go-kit's endpoint cache does with the io.Closer
+	if err := <-errc; status.Code(err) != codes.Canceled {
+		t.Fatalf("the call in flight got %v, want Canceled", err)
+	}
+}
+
+func TestKitGRPCFactoryClosesOnceTheCallsInFlightFinished(t *testing.T) {
+	h, addr := serveHeld(t)
+	host, port, _ := net.SplitHostPort(addr)
+	node := `{"name":"quote-grpc","id":"quote-grpc-1","address":"` + host + `","port":` + port + `,"payload":{}}`
+	e, closer, err := kitGRPCFactory(grpcMethods[0], true)(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := getAsync(e)
+	<-h.started
+	if err := closer.Close(); err != nil { // the instance left ZooKeeper
+		t.Fatal(err)
+	}
+	close(h.release)
+	if err := <-errc; err != nil {
+		t.Fatalf("the call in flight at Close failed: %v", err)
+	}
+	// The ClientConn is closed once it finished.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := e(ctx, quoteRequest{Symbol: "ABC"}); status.Code(err) != codes.Canceled {
+		t.Fatalf("a call after the last one ended: %v, want Canceled (the ClientConn closed)", err)
+	}
 }

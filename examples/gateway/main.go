@@ -32,8 +32,8 @@
 // -transport grpc, examples/internal/quotegrpc), called with the order's
 // key in the idempotency-key metadata: graceful mode builds the endpoints
 // with endpoint/grpcfactory; naive mode uses go-kit's transport/grpc with
-// the factory go-kit documents (a ClientConn per instance, returned as the
-// io.Closer); -mode resolver is a plain grpc-go client, one ClientConn to
+// the factory go-kit documents (a ClientConn per instance), whose
+// io.Closer waits for the calls in flight (see kitGRPCFactory); -mode resolver is a plain grpc-go client, one ClientConn to
 // gracekit:///<upstream> through grpcresolver (over a consumer.Consumer)
 // with round_robin and health checking and no retries of its own, and
 // does not register. A failed call's 502 names the provider it went to.
