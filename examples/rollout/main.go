@@ -34,7 +34,8 @@
 // three gateways (examples/gateway -transport grpc) that call them
 // through gracekit's consumer with endpoint/grpcfactory and Retry
 // ("gracekit"), go-kit's sd/zk, transport/grpc and lb.Retry as documented
-// ("go-kit"), and a plain grpc-go ClientConn through grpcresolver with
+// ("go-kit"; its ClientConns are closed once idle rather than at once,
+// see examples/gateway), and a plain grpc-go ClientConn through grpcresolver with
 // round_robin and health checking ("grpc-go"). The load and what counts as
 // failed are the HTTP run's: a request the gateway answered other than 200.
 // Its RESULT lines name the transport:
