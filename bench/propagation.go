@@ -154,8 +154,70 @@ func runPropagation() error {
 			}
 		}
 	}
+	floor, err := propagationFloor(cluster, writer)
+	if err != nil {
+		return err
+	}
 	for _, q := range []float64{50, 99} {
 		report(fmt.Sprintf("propagation_deregister_p%.0f", q), pct(sides[0].took, q), pct(sides[1].took, q), "ms")
+		reportFloor(fmt.Sprintf("propagation_deregister_floor_p%.0f", q), pct(sides[0].took, q), pct(floor, q), "ms")
 	}
 	return nil
+}
+
+// propagationFloor times the floor of any client's propagation: from the
+// delete until propGateways raw watchers, each on its own session with an
+// exists watch on the node, got the notification.
+func propagationFloor(cluster *zktest.Cluster, writer *zk.Conn) ([]float64, error) {
+	const service = "prop-floor"
+	if err := populate(writer, service, propInstances); err != nil {
+		return nil, err
+	}
+	var conns []*zk.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range propGateways {
+		c, _, err := zk.Connect(cluster.Addrs(), 30*time.Second, zk.WithLogInfo(false), zk.WithLogger(quiet{}))
+		if err != nil {
+			return nil, err
+		}
+		conns = append(conns, c)
+	}
+	var took []float64
+	for trial := range propTrials + 10 {
+		id, data, err := node(service, trial%propInstances)
+		if err != nil {
+			return nil, err
+		}
+		p := "/services/" + service + "/" + id
+		var evs []<-chan zk.Event
+		for _, c := range conns {
+			_, _, ev, err := c.ExistsW(p)
+			if err != nil {
+				return nil, err
+			}
+			evs = append(evs, ev)
+		}
+		start := time.Now()
+		if err := writer.Delete(p, -1); err != nil {
+			return nil, err
+		}
+		for _, ev := range evs {
+			select {
+			case <-ev:
+			case <-time.After(30 * time.Second):
+				return nil, fmt.Errorf("no notification of %s within 30s", p)
+			}
+		}
+		if trial >= 10 {
+			took = append(took, ms(time.Since(start)))
+		}
+		if _, err := writer.Create(p, data, 0, zk.WorldACL(zk.PermAll)); err != nil {
+			return nil, err
+		}
+	}
+	return took, nil
 }
