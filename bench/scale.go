@@ -167,7 +167,7 @@ func connectOurs(c *zktest.Cluster) (func(string) (func(), error), func(), error
 		return nil, nil, err
 	}
 	start := func(service string) (func(), error) {
-		in, err := sd.NewInstancer(cl, service)
+		in, err := sd.NewInstancer(cl, service, ourOptions()...)
 		if err != nil {
 			return nil, err
 		}

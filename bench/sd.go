@@ -30,6 +30,18 @@ func init() { register("sd", runSD) }
 // the suite's time, to measure the loads alone.
 var sdLoadsOnly = flag.Bool("sd-loads-only", false, "sd suite: only the load lines (sd_load_*, sd_load_floor_*)")
 
+// perNode measures gracekit's Instancer in its fallback mode, a watch per
+// node, in the sd and scale suites.
+var perNode = flag.Bool("per-node", false, "sd and scale suites: gracekit's Instancer with a watch per node (sd.WatchPerNode)")
+
+// ourOptions are the options of gracekit's Instancer under test.
+func ourOptions() []sd.InstancerOption {
+	if *perNode {
+		return []sd.InstancerOption{sd.WithWatchMode(sd.WatchPerNode)}
+	}
+	return nil
+}
+
 const (
 	loadRuns    = 5
 	eventTrials = 200
@@ -149,7 +161,7 @@ func newOurs(c *zktest.Cluster, service string) (*watcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	in, err := sd.NewInstancer(cl, service)
+	in, err := sd.NewInstancer(cl, service, ourOptions()...)
 	if err != nil {
 		cl.Close()
 		return nil, err

@@ -23,13 +23,18 @@ import (
 
 // scanner walks data from i.
 type scanner struct {
-	b []byte
-	i int
+	b     []byte
+	i     int
+	ascii bool // the last string str read was ASCII
 }
 
 // maxSkipDepth bounds the nesting of a skipped value; deeper ones go to
 // encoding/json, whose own limit then applies to the whole document.
 const maxSkipDepth = 1000
+
+// springURISpec is DefaultURISpec as Curator writes it.
+var springURISpec = []byte(`{"parts":[{"value":"scheme","variable":true},{"value":"://","variable":false},` +
+	`{"value":"address","variable":true},{"value":":","variable":false},{"value":"port","variable":true}]}`)
 
 var (
 	curatorKnown = []string{"name", "id", "address", "port", "sslPort", "payload", "registrationTimeUTC", "serviceType", "uriSpec"}
@@ -67,6 +72,12 @@ func scanCurator(data, spec []byte) (curatorView, bool) {
 		case 7:
 			return s.optString(&v.serviceType)
 		case 8:
+			if bytes.HasPrefix(s.b[s.i:], springURISpec) {
+				// What Spring writes, every time: no need to walk it.
+				s.i += len(springURISpec)
+				v.uriSpec = append(spec, DefaultURISpec...)
+				return true
+			}
 			return s.uriSpec(&v, spec)
 		}
 		return s.skip()
@@ -100,7 +111,8 @@ func (s *scanner) object(known []string, value func(f int, key []byte) bool) boo
 				f = j
 				break
 			}
-			if bytes.EqualFold(key, []byte(k)) {
+			// ASCII folds only to the same length; other runes may not.
+			if (len(key) == len(k) || !s.ascii) && bytes.EqualFold(key, []byte(k)) {
 				return false // encoding/json folds case: let it choose
 			}
 		}
@@ -141,9 +153,14 @@ func (s *scanner) payload(v *curatorView) bool {
 			hasClass = true
 			return s.optString(&class)
 		case 1:
+			// Most metadata is an object of plain strings, which walking
+			// checks as well as json.Valid would; anything else is skipped.
 			start := s.i
-			if !s.skip() {
-				return false
+			if !s.object(nil, func(int, []byte) bool { _, ok := s.str(); return ok }) {
+				s.i = start
+				if !s.skip() {
+					return false
+				}
 			}
 			meta = s.b[start:s.i]
 			return true
@@ -255,7 +272,7 @@ func (s *scanner) str() ([]byte, bool) {
 			if !ascii && !utf8.Valid(v) {
 				return nil, false
 			}
-			s.i = j + 1
+			s.i, s.ascii = j+1, ascii
 			return v, true
 		case c == '\\' || c < 0x20:
 			return nil, false

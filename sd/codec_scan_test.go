@@ -224,3 +224,15 @@ func TestInstancerReadKeepsNoBytesUnlessAsked(t *testing.T) {
 		t.Fatal("keep did not keep the node's bytes")
 	}
 }
+
+// springURISpec is what Encode writes for DefaultURISpec, so the shortcut
+// for it is taken for the nodes gracekit and Spring write.
+func TestSpringURISpecIsWhatEncodeWrites(t *testing.T) {
+	out, err := CuratorCodec{}.Encode(Instance{Name: "svc", ID: "a", Address: "h", Port: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(out, []byte(`"uriSpec":`+string(springURISpec))) {
+		t.Fatalf("%s does not hold %s", out, springURISpec)
+	}
+}

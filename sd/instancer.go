@@ -188,9 +188,10 @@ type Instancer struct {
 
 type entry struct {
 	inst    Instance
-	ok      bool  // decoded; a malformed node is kept out of the set
-	czxid   int64 // of the node read, malformed or not
-	version int32 // data version read
+	ok      bool   // decoded; a malformed node is kept out of the set
+	czxid   int64  // of the node read, malformed or not
+	version int32  // data version read
+	pub     string // what is published for inst, rendered once
 }
 
 // NewInstancer starts watching service under the base path and returns

@@ -677,7 +677,7 @@ func (in *Instancer) decode(name string, data []byte, stat *zk.Stat) *entry {
 	}
 	inst.Path = path.Join(in.dir, name)
 	inst.Czxid, inst.Version, inst.EphemeralOwner = stat.Czxid, stat.Version, stat.EphemeralOwner
-	return &entry{inst: inst, ok: true, czxid: stat.Czxid, version: stat.Version}
+	return &entry{inst: inst, ok: true, czxid: stat.Czxid, version: stat.Version, pub: in.render(inst)}
 }
 
 // setErrLocked publishes err with the current set; it stays on every event
@@ -700,7 +700,7 @@ func (in *Instancer) setErrLocked(err error) {
 // must be held.
 func (in *Instancer) publishLocked() {
 	now := time.Now()
-	insts := make([]*Instance, 0, len(in.entries))
+	ents := make([]*entry, 0, len(in.entries))
 	for _, e := range in.entries {
 		if !e.ok || e.inst.Status() == StatusOutOfService {
 			continue
@@ -711,18 +711,13 @@ func (in *Instancer) publishLocked() {
 			}
 			delete(in.tombs, e.inst.ID) // re-created, rewritten since, or expired
 		}
-		insts = append(insts, &e.inst)
+		ents = append(ents, e)
 	}
-	order := make([]int, len(insts))
-	rendered := make([]string, len(insts))
-	for i, inst := range insts {
-		order[i], rendered[i] = i, in.render(*inst)
-	}
-	slices.SortFunc(order, func(a, b int) int { return strings.Compare(rendered[a], rendered[b]) })
-	strs := make([]string, len(insts))
-	sorted := make([]*Instance, len(insts))
-	for i, j := range order {
-		strs[i], sorted[i] = rendered[j], insts[j]
+	slices.SortFunc(ents, func(a, b *entry) int { return strings.Compare(a.pub, b.pub) })
+	strs := make([]string, len(ents))
+	sorted := make([]*Instance, len(ents))
+	for i, e := range ents {
+		strs[i], sorted[i] = e.pub, &e.inst
 	}
 	in.pubInst = sorted // same addresses or not, records (status, data) may have changed
 	if in.firstDone && in.pubErr == in.sentErr && slices.Equal(strs, in.pub) {
