@@ -363,6 +363,7 @@ func (d *driver) faultKill(ctx context.Context, phs []*phase) error {
 	for i, g := range d.groups {
 		target := g.providers[2]
 		<-target.proc.Done()
+		phs[i].deadAt = target.proc.ExitedAt()
 		paths := map[string]string{target.id: d.nodePaths(g)[target.id]}
 		var err error
 		if _, goneAt[i], err = d.reader.waitCzxids(ctx, paths, d.cfg.recoverLimit, func(m map[string]int64) bool { return m[target.id] == 0 }); err != nil {

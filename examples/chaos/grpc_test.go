@@ -28,6 +28,17 @@ func TestIsCrashFailureThroughAGatewayThatRetriesNothing(t *testing.T) {
 	}
 }
 
+func TestIsCrashFailureCountsPostsSentBeforeTheProviderDied(t *testing.T) {
+	ph := &phase{killAt: at(1000), deadAt: at(1005), killedAddr: "127.0.0.1:4000"}
+	onKilled := "HTTP 502: attempt 1 on 127.0.0.1:4000: read: connection reset by peer"
+	if !isCrashFailure(sample{post: true, failed: true, at: at(1003), done: at(1006), reason: onKilled}, ph) {
+		t.Error("a POST sent after the SIGKILL but before the exit is not the crash's")
+	}
+	if isCrashFailure(sample{post: true, failed: true, at: at(1006), done: at(1010), reason: onKilled}, ph) {
+		t.Error("a POST sent after the exit is the crash's")
+	}
+}
+
 func TestLinesOfTheGRPCGroupNameTheTransport(t *testing.T) {
 	rs := []faultResult{{Transport: transportGRPC, Name: "kill", Requests: 3, Duplicated: 1, CrashFailed: 2, Recovered: -1}}
 	if got, want := chaosLine(rs[0]), "CHAOS transport=grpc fault=kill requests=3 failed=0 duplicated=1 recovered_ms=-1"; got != want {

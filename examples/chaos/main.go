@@ -45,8 +45,9 @@
 // answers name the instance), for a request sent after the end, or after
 // the provider registered again when the fault made it (session,
 // partition); -1 when they never did. crash_failed counts the POSTs in
-// flight on the killed provider when it was killed (the gateway must not
-// re-send them); they are the only failures allowed. Through the grpc-go
+// flight on the killed provider when it was killed, or sent between the
+// SIGKILL and its exit (the gateway must not re-send them); they are the
+// only failures allowed. Through the grpc-go
 // gateway, which retries nothing, every request that failed at the killed
 // provider's address once it was killed is the crash's, GET or POST (as
 // in make demo). The session fault expires the session that owns the

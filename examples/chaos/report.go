@@ -24,9 +24,12 @@ type phase struct {
 	// end, or later for a provider that had to register again first.
 	routeAfter map[string]time.Time
 
-	// The crash: POSTs in flight at killAt whose error names killedAddr
-	// are the crash's, not failures.
+	// The crash: POSTs in flight from killAt (the SIGKILL) to deadAt (its
+	// exit, as the driver saw it; killAt when unknown) whose error names
+	// killedAddr are the crash's, not failures: one sent between the two
+	// may have reached the provider before it died.
 	killAt     time.Time
+	deadAt     time.Time
 	killedAddr string
 
 	recovered time.Time // when the driver saw every provider routed to again
@@ -99,7 +102,11 @@ func isCrashFailure(s sample, ph *phase) bool {
 	if ph.killedAddr == "" || !s.failed || !s.done.After(ph.killAt) || !strings.Contains(s.reason, ph.killedAddr) {
 		return false
 	}
-	return s.noRetry || (s.post && !s.at.After(ph.killAt))
+	dead := ph.deadAt
+	if dead.Before(ph.killAt) {
+		dead = ph.killAt
+	}
+	return s.noRetry || (s.post && !s.at.After(dead))
 }
 
 // recovery is the time from ph.end until every gateway has answered with
