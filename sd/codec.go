@@ -276,13 +276,15 @@ func (c PlainCodec) readNode(service, child string, _ []byte, _ bool, _ *metaCac
 }
 
 // readNode decodes for an Instancer: without a copy of the node's bytes
-// unless keep, and with metadata maps shared through shared. A Codec of
-// the caller's own is asked through Decode.
+// unless keep, and with metadata maps shared through shared. data may be
+// a slice of a bulk read's reply frame: nothing here keeps it. A Codec of
+// the caller's own is asked through Decode, with a copy, since it may keep
+// what it is given.
 func readNode(c Codec, service, child string, data []byte, keep bool, shared *metaCache) (Instance, error) {
 	if r, ok := c.(nodeReader); ok {
 		return r.readNode(service, child, data, keep, shared)
 	}
-	inst, err := c.Decode(service, child, data)
+	inst, err := c.Decode(service, child, bytes.Clone(data))
 	if !keep {
 		inst.raw = nil
 	}

@@ -236,3 +236,27 @@ func TestSpringURISpecIsWhatEncodeWrites(t *testing.T) {
 		t.Fatalf("%s does not hold %s", out, springURISpec)
 	}
 }
+
+// retainingCodec keeps the bytes it decodes, as a Codec of a user's own may.
+type retainingCodec struct{ kept *[]byte }
+
+func (retainingCodec) NodeName(inst Instance) string        { return inst.ID }
+func (retainingCodec) Encode(inst Instance) ([]byte, error) { return nil, nil }
+func (c retainingCodec) Decode(service, child string, data []byte) (Instance, error) {
+	*c.kept = data
+	return Instance{Name: service, ID: child, Address: "h", Port: 1}, nil
+}
+
+// A user's Codec gets a copy: what it keeps must not pin a bulk read's
+// reply frame, nor change under it.
+func TestInstancerReadGivesAUserCodecACopy(t *testing.T) {
+	var kept []byte
+	frame := []byte("node bytes in a larger frame")
+	data := frame[:10]
+	if _, err := readNode(retainingCodec{&kept}, "svc", "a", data, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if string(kept) != "node bytes" || &kept[0] == &data[0] {
+		t.Fatalf("the codec was handed the caller's buffer (%q)", kept)
+	}
+}
