@@ -254,35 +254,19 @@ func (CuratorCodec) Decode(service, child string, data []byte) (Instance, error)
 	return decodeCurator(service, child, data, true, nil)
 }
 
-// nodeReader is a Codec that reads for an Instancer, which keeps thousands
-// of instances and publishes only a few fields of each: keep says whether
-// the Instance holds a copy of the node's bytes, and equal metadata maps
-// are shared through shared (nil: none).
-type nodeReader interface {
-	readNode(service, child string, data []byte, keep bool, shared *metaCache) (Instance, error)
-}
-
-var (
-	_ nodeReader = CuratorCodec{}
-	_ nodeReader = PlainCodec{}
-)
-
-func (CuratorCodec) readNode(service, child string, data []byte, keep bool, shared *metaCache) (Instance, error) {
-	return decodeCurator(service, child, data, keep, shared)
-}
-
-func (c PlainCodec) readNode(service, child string, _ []byte, _ bool, _ *metaCache) (Instance, error) {
-	return c.Decode(service, child, nil)
-}
-
-// readNode decodes for an Instancer: without a copy of the node's bytes
-// unless keep, and with metadata maps shared through shared. data may be
-// a slice of a bulk read's reply frame: nothing here keeps it. A Codec of
-// the caller's own is asked through Decode, with a copy, since it may keep
-// what it is given.
+// readNode decodes for an Instancer, which keeps thousands of instances
+// and publishes a few fields of each: without a copy of the node's bytes
+// unless keep, and with equal metadata maps shared through shared (nil:
+// none). data may be a slice of a bulk read's reply frame: nothing here
+// keeps it. Any other Codec, a type that embeds ours and overrides Decode
+// included, is asked through Decode, with a copy, since it may keep what
+// it is given.
 func readNode(c Codec, service, child string, data []byte, keep bool, shared *metaCache) (Instance, error) {
-	if r, ok := c.(nodeReader); ok {
-		return r.readNode(service, child, data, keep, shared)
+	switch c := c.(type) {
+	case CuratorCodec:
+		return decodeCurator(service, child, data, keep, shared)
+	case PlainCodec:
+		return c.Decode(service, child, nil)
 	}
 	inst, err := c.Decode(service, child, bytes.Clone(data))
 	if !keep {

@@ -260,3 +260,18 @@ func TestInstancerReadGivesAUserCodecACopy(t *testing.T) {
 		t.Fatalf("the codec was handed the caller's buffer (%q)", kept)
 	}
 }
+
+// overridingCodec embeds CuratorCodec and overrides Decode: the Instancer
+// must call its Decode, not read around it.
+type overridingCodec struct{ CuratorCodec }
+
+func (overridingCodec) Decode(service, child string, data []byte) (Instance, error) {
+	return Instance{Name: service, ID: child, Address: "overridden", Port: 1}, nil
+}
+
+func TestInstancerReadHonoursAnEmbeddingCodecsDecode(t *testing.T) {
+	inst, err := readNode(overridingCodec{}, "quote-service", "7c0f5a2e-3d41-4a8e-9b51-2f6e1c9d8a10", scanSeeds(t)[1], false, nil)
+	if err != nil || inst.Address != "overridden" {
+		t.Fatalf("readNode = %+v, %v; want the codec's own Decode", inst, err)
+	}
+}
