@@ -212,6 +212,9 @@ type Client struct {
 	warnedACL map[string]bool // parents whose loose ACL was reported
 	drained   chan struct{}   // closed when the zk event channel is closed
 	done      chan struct{}   // closed by Close
+
+	sessions    int          // StateHasSession events seen
+	settleUntil atomic.Int64 // unix nanos: a new connection's watch re-send is settling until then
 }
 
 // ParseConnectString splits "host:port,host:port/chroot" into its servers
@@ -402,6 +405,15 @@ func (c *Client) Servers() []string { return append([]string(nil), c.servers...)
 
 func (c *Client) dispatch(ev SessionEvent) {
 	c.logger.Debug("session event", "state", ev.State.String(), "session", ev.SessionID, "server", ev.Server)
+	if ev.State == StateHasSession {
+		c.mu.Lock()
+		c.sessions++
+		again := c.sessions > 1 // the first connection has no watches to re-send
+		c.mu.Unlock()
+		if again {
+			c.settleUntil.Store(time.Now().Add(reconnectSettle).UnixNano())
+		}
+	}
 	if c.opts.onEvent != nil {
 		c.opts.onEvent(ev)
 	}
@@ -413,6 +425,27 @@ func (c *Client) dispatch(ev SessionEvent) {
 	c.mu.Unlock()
 	for _, f := range fns {
 		f(ev)
+	}
+}
+
+// awaitSettled waits, within ctx, until a new connection's watch re-send
+// had reconnectSettle to go first, so that no request of ours is the
+// response go-zookeeper's receive loop writes its last zxid for while the
+// re-send reads it (go-zookeeper/zk#35). Calls made while disconnected wait
+// in go-zookeeper's queue and go out at once on reconnect, so every write
+// path of ours asks this first.
+func (c *Client) awaitSettled(ctx context.Context) error {
+	left := time.Until(time.Unix(0, c.settleUntil.Load()))
+	if left <= 0 {
+		return nil
+	}
+	t := time.NewTimer(left)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

@@ -362,7 +362,7 @@ func isTransient(err error) bool {
 // ctx's when ctx ends first. The call is counted until it returns, even
 // when abandoned, so that the next registration can wait for it.
 func (r *Registrar) call(ctx context.Context, fn func() error) error {
-	if err := ctx.Err(); err != nil {
+	if err := r.c.awaitSettled(ctx); err != nil {
 		return err
 	}
 	r.mu.Lock()
@@ -739,8 +739,9 @@ func (r *Registrar) DeregisterContext(ctx context.Context) error {
 // last zxid, to re-send the watches, while its receive loop may write it
 // for a response that came first (go-zookeeper/zk#35, a data race the race
 // detector reports); letting its re-send go first keeps our own requests
-// from being that response. A reconnect is rare and this is short.
-const reconnectSettle = 100 * time.Millisecond
+// from being that response. A reconnect is rare and this is short; it is
+// long enough for the re-send on a loaded machine (100 ms was not, in CI).
+const reconnectSettle = 250 * time.Millisecond
 
 // settle waits reconnectSettle; false if ctx ended or closed closed first.
 func settle(ctx context.Context, closed <-chan struct{}) bool {
