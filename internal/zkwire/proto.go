@@ -269,7 +269,9 @@ func ParseMultiGetData(b []byte) ([]Read, error) {
 		if len(b) < multiHdrSize {
 			return nil, ErrShort
 		}
-		typ, done, code := int32(binary.BigEndian.Uint32(b[0:4])), b[4] != 0, int32(binary.BigEndian.Uint32(b[5:9]))
+		// The header's own err field is -1 on an ErrorResult, whose body
+		// holds the code: it is read there.
+		typ, done := int32(binary.BigEndian.Uint32(b[0:4])), b[4] != 0
 		b = b[multiHdrSize:]
 		if done {
 			return out, nil
@@ -288,7 +290,7 @@ func ParseMultiGetData(b []byte) ([]Read, error) {
 			if len(b) < 4 {
 				return nil, ErrShort
 			}
-			code = int32(binary.BigEndian.Uint32(b[0:4]))
+			code := int32(binary.BigEndian.Uint32(b[0:4]))
 			if code == 0 {
 				code = -1
 			}
