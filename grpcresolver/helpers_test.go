@@ -32,40 +32,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // gRPC service.
 const (
 	service    = "quotes"
-	quotesName = "gracekit.test.Quotes"
+	quotesName = testutil.QuotesService
 	// serviceConfig is the one the package documents.
 	serviceConfig = `{"loadBalancingConfig":[{"round_robin":{}}],"healthCheckConfig":{"serviceName":""}}`
 )
-
-type quotes interface{ get() string }
-
-type quoteServer struct{ id string }
-
-func (q quoteServer) get() string { return q.id }
-
-// quotesDesc is a one-method gRPC service written by hand (no generated
-// code): Get answers the id of the instance that served it.
-var quotesDesc = grpc.ServiceDesc{
-	ServiceName: quotesName,
-	HandlerType: (*quotes)(nil),
-	Methods: []grpc.MethodDesc{{
-		MethodName: "Get",
-		Handler: func(srv any, ctx context.Context, dec func(any) error, icpt grpc.UnaryServerInterceptor) (any, error) {
-			in := new(wrapperspb.StringValue)
-			if err := dec(in); err != nil {
-				return nil, err
-			}
-			call := func(context.Context, any) (any, error) {
-				time.Sleep(time.Millisecond) // work: calls overlap a stop
-				return wrapperspb.String(srv.(quotes).get()), nil
-			}
-			if icpt == nil {
-				return call(ctx, in)
-			}
-			return icpt(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: "/" + quotesName + "/Get"}, call)
-		},
-	}},
-}
 
 // backend is a real grpc.Server on a loopback listener, registered in
 // ZooKeeper over a session of its own.
@@ -82,7 +52,7 @@ func startBackend(t *testing.T, zkc *zktest.Cluster, id string, metadata map[str
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer()
-	srv.RegisterService(&quotesDesc, quoteServer{id})
+	testutil.RegisterQuotes(srv, id, time.Millisecond)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
 	served := make(chan struct{})

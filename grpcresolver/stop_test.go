@@ -40,7 +40,7 @@ func startStoppable(t *testing.T, zkc *zktest.Cluster, id string) *shutdown.Sequ
 		grpc.ChainUnaryInterceptor(grpcstop.UnaryServerInterceptor(tracker)),
 		grpc.ChainStreamInterceptor(grpcstop.StreamServerInterceptor(tracker)),
 	)
-	srv.RegisterService(&quotesDesc, quoteServer{id})
+	testutil.RegisterQuotes(srv, id, time.Millisecond)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
 	stopHS := grpcstop.Health(ready, hs, quotesName)

@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"context"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -44,4 +45,42 @@ func Say(ctx context.Context, cc grpc.ClientConnInterface, s string) (string, er
 	out := new(wrapperspb.StringValue)
 	err := cc.Invoke(ctx, EchoMethod, wrapperspb.String(s), out)
 	return out.GetValue(), err
+}
+
+// QuotesService is the service RegisterQuotes registers: Get answers the
+// id of the instance that served it, after some work, so that calls
+// overlap a stop.
+const QuotesService = "gracekit.test.Quotes"
+
+var quotesDesc = grpc.ServiceDesc{
+	ServiceName: QuotesService,
+	HandlerType: (*any)(nil),
+	Methods: []grpc.MethodDesc{{
+		MethodName: "Get",
+		Handler: func(srv any, ctx context.Context, dec func(any) error, icpt grpc.UnaryServerInterceptor) (any, error) {
+			in := new(wrapperspb.StringValue)
+			if err := dec(in); err != nil {
+				return nil, err
+			}
+			q := srv.(quotes)
+			call := func(context.Context, any) (any, error) {
+				time.Sleep(q.work)
+				return wrapperspb.String(q.id), nil
+			}
+			if icpt == nil {
+				return call(ctx, in)
+			}
+			return icpt(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: "/" + QuotesService + "/Get"}, call)
+		},
+	}},
+}
+
+type quotes struct {
+	id   string
+	work time.Duration
+}
+
+// RegisterQuotes registers QuotesService on s, answering id after work.
+func RegisterQuotes(s *grpc.Server, id string, work time.Duration) {
+	s.RegisterService(&quotesDesc, quotes{id, work})
 }

@@ -26,37 +26,9 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// quotes is a one-method gRPC service written by hand (no generated code):
+// serviceName is the test providers' gRPC service (testutil.RegisterQuotes):
 // Get answers the id of the instance that served it.
-const serviceName = "gracekit.test.Quotes"
-
-type quotes interface{ get() string }
-
-type quoteServer struct{ id string }
-
-func (q quoteServer) get() string { return q.id }
-
-var quotesDesc = grpc.ServiceDesc{
-	ServiceName: serviceName,
-	HandlerType: (*quotes)(nil),
-	Methods: []grpc.MethodDesc{{
-		MethodName: "Get",
-		Handler: func(srv any, ctx context.Context, dec func(any) error, icpt grpc.UnaryServerInterceptor) (any, error) {
-			in := new(wrapperspb.StringValue)
-			if err := dec(in); err != nil {
-				return nil, err
-			}
-			call := func(context.Context, any) (any, error) {
-				time.Sleep(2 * time.Millisecond) // work: calls overlap the stop
-				return wrapperspb.String(srv.(quotes).get()), nil
-			}
-			if icpt == nil {
-				return call(ctx, in)
-			}
-			return icpt(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: "/" + serviceName + "/Get"}, call)
-		},
-	}},
-}
+const serviceName = testutil.QuotesService
 
 type provider struct {
 	seq    *shutdown.Sequence
@@ -84,7 +56,7 @@ func startProvider(t *testing.T, zkc *zktest.Cluster, id string) *provider {
 		grpc.ChainUnaryInterceptor(grpcstop.UnaryServerInterceptor(tracker)),
 		grpc.ChainStreamInterceptor(grpcstop.StreamServerInterceptor(tracker)),
 	)
-	srv.RegisterService(&quotesDesc, quoteServer{id})
+	testutil.RegisterQuotes(srv, id, 2*time.Millisecond)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
 	p := &provider{health: hs, ready: ready, stopHS: grpcstop.Health(ready, hs, serviceName)}
@@ -233,7 +205,7 @@ func TestStoppingAGRPCProviderUnderLoadFailsNoCall(t *testing.T) {
 func TestTheClosingSignalTravelsInResponseMetadata(t *testing.T) {
 	tracker := &shutdown.Tracker{}
 	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(grpcstop.UnaryServerInterceptor(tracker)))
-	srv.RegisterService(&quotesDesc, quoteServer{"solo"})
+	testutil.RegisterQuotes(srv, "solo", 2*time.Millisecond)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
