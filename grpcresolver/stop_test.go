@@ -3,8 +3,6 @@ package grpcresolver_test
 import (
 	"context"
 	"net"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -75,43 +73,10 @@ func TestStoppingAGRPCProviderUnderLoadThroughTheResolverFailsNoCall(t *testing.
 	cc := dial(t, newBuilder(t, startConsumer(t, zkc)), "gracekit:///quotes")
 	waitServedBy(t, cc, "q1", "q2")
 
-	var (
-		stop             = make(chan struct{})
-		wg               sync.WaitGroup
-		failed, answered atomic.Int64
-		mu               sync.Mutex
-		firstErr         error
-		served           = map[string]int{}
-	)
-	for range 8 {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				id, err := get(ctx, cc)
-				cancel()
-				mu.Lock()
-				if err != nil {
-					failed.Add(1)
-					if firstErr == nil {
-						firstErr = err
-					}
-				} else {
-					answered.Add(1)
-					served[id]++
-				}
-				mu.Unlock()
-			}
-		})
-	}
+	load := testutil.StartLoad(8, func(ctx context.Context) (string, error) { return get(ctx, cc) })
+	defer load.Stop()
 	testutil.WaitFor(t, "both providers answering under load", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return served["q1"] > 50 && served["q2"] > 50
+		return load.Served("q1") > 50 && load.Served("q2") > 50
 	})
 
 	const bound = 15 * time.Second
@@ -121,16 +86,9 @@ func TestStoppingAGRPCProviderUnderLoadThroughTheResolverFailsNoCall(t *testing.
 	took := time.Since(start)
 	deadlineErr := ctx.Err()
 	cancel()
-	mu.Lock()
-	after := served["q2"]
-	mu.Unlock()
-	testutil.WaitFor(t, "q2 still answering", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return served["q2"] > after+50
-	})
-	close(stop)
-	wg.Wait()
+	after := load.Served("q2")
+	testutil.WaitFor(t, "q2 still answering", func() bool { return load.Served("q2") > after+50 })
+	load.Stop()
 
 	if deadlineErr != nil {
 		t.Errorf("the stop returned after its %v deadline (took %v)", bound, took)
@@ -138,8 +96,8 @@ func TestStoppingAGRPCProviderUnderLoadThroughTheResolverFailsNoCall(t *testing.
 	// The sequence's own errors and report are grpcstop's to assert; here
 	// what counts is the calls.
 	t.Logf("Stop took %v: %v; report %+v", took, stopErr, p1.Report())
-	if n := failed.Load(); n != 0 {
-		t.Fatalf("%d of %d calls failed during the stop; first: %v", n, n+answered.Load(), firstErr)
+	if n := load.Failed(); n != 0 {
+		t.Fatalf("%d of %d calls failed during the stop; first: %v", n, n+load.Answered(), load.FirstErr())
 	}
-	t.Logf("%d calls, none failed; q1 served %d, q2 %d", answered.Load(), served["q1"], served["q2"])
+	t.Logf("%d calls, none failed; q1 served %d, q2 %d", load.Answered(), load.Served("q1"), load.Served("q2"))
 }

@@ -3,11 +3,8 @@ package provider_test
 import (
 	"context"
 	"errors"
-	"io"
-	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,20 +27,6 @@ type sickProvider struct {
 func startSickProvider(t *testing.T, zkc *zktest.Cluster, id string, flushURLs []string, check func(sp *sickProvider) func(context.Context) error) *sickProvider {
 	t.Helper()
 	sp := &sickProvider{}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sess, err := sd.NewSession(zkc.ConnectString(), sd.SessionTimeout(4*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/work", func(w http.ResponseWriter, _ *http.Request) {
-		sp.served.Add(1)
-		time.Sleep(2 * time.Millisecond)
-		_, _ = io.WriteString(w, id)
-	})
 	if check == nil {
 		check = func(sp *sickProvider) func(context.Context) error {
 			return func(context.Context) error {
@@ -55,23 +38,8 @@ func startSickProvider(t *testing.T, zkc *zktest.Cluster, id string, flushURLs [
 			}
 		}
 	}
-	p, err := provider.New(sess, provider.Config{
-		Instance:    sd.Instance{Name: "quote", ID: id, Address: "127.0.0.1", Port: ln.Addr().(*net.TCPAddr).Port},
-		Server:      &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},
-		Listener:    ln,
-		Flush:       provider.Flush{Secret: secret, Targets: flushURLs},
-		QuietWindow: 100 * time.Millisecond,
-		Health: provider.HealthCheck{Check: check(sp), Interval: 50 * time.Millisecond,
-			Failures: 3, Passes: 2, Hold: 300 * time.Millisecond},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sp.Provider = p
-	if err := p.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Stop(context.Background()) })
+	sp.Provider = startProviderWith(t, zkc, id, flushURLs, 2*time.Millisecond, func() { sp.served.Add(1) },
+		provider.HealthCheck{Check: check(sp), Interval: 50 * time.Millisecond, Failures: 3, Passes: 2, Hold: 300 * time.Millisecond})
 	return sp
 }
 
@@ -99,28 +67,8 @@ func TestASickInstanceLeavesRotationAndComesBack(t *testing.T) {
 	}
 	defer watcher.Stop()
 
-	var (
-		stop   = make(chan struct{})
-		wg     sync.WaitGroup
-		failed atomic.Int64
-	)
-	for range 4 {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				if _, err := gw.call(ctx); err != nil {
-					failed.Add(1)
-				}
-				cancel()
-			}
-		})
-	}
-	defer func() { close(stop); wg.Wait() }()
+	load := testutil.StartLoad(4, gw.call)
+	defer load.Stop()
 	testutil.WaitFor(t, "p1 serving", func() bool { return sick.served.Load() > 20 })
 
 	sick.sick.Store(true)
@@ -158,8 +106,8 @@ func TestASickInstanceLeavesRotationAndComesBack(t *testing.T) {
 	if code := get(t, "http://"+sick.Addr().String()+"/readyz"); code != http.StatusOK {
 		t.Fatalf("/readyz after recovery: %d, want 200", code)
 	}
-	if n := failed.Load(); n != 0 {
-		t.Fatalf("%d requests failed", n)
+	if n := load.Failed(); n != 0 {
+		t.Fatalf("%d requests failed; first: %v", n, load.FirstErr())
 	}
 }
 

@@ -10,8 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,6 +30,13 @@ var secret = []byte("provider-test-secret-0123456789")
 // startProvider serves GET /work, answering its instance id after latency.
 func startProvider(t *testing.T, zkc *zktest.Cluster, id string, flushURLs []string) *provider.Provider {
 	t.Helper()
+	return startProviderWith(t, zkc, id, flushURLs, 5*time.Millisecond, nil, provider.HealthCheck{})
+}
+
+// startProviderWith is startProvider with the work of a request, a hook
+// called for each one served (nil for none), and a health check.
+func startProviderWith(t *testing.T, zkc *zktest.Cluster, id string, flushURLs []string, work time.Duration, onServe func(), health provider.HealthCheck) *provider.Provider {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +47,10 @@ func startProvider(t *testing.T, zkc *zktest.Cluster, id string, flushURLs []str
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/work", func(w http.ResponseWriter, _ *http.Request) {
-		time.Sleep(5 * time.Millisecond)
+		if onServe != nil {
+			onServe()
+		}
+		time.Sleep(work)
 		_, _ = io.WriteString(w, id)
 	})
 	p, err := provider.New(sess, provider.Config{
@@ -51,6 +59,7 @@ func startProvider(t *testing.T, zkc *zktest.Cluster, id string, flushURLs []str
 		Listener:    ln,
 		Flush:       provider.Flush{Secret: secret, Targets: flushURLs},
 		QuietWindow: 100 * time.Millisecond,
+		Health:      health,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -126,46 +135,13 @@ func TestAProviderStoppedUnderLoadFailsNoRequest(t *testing.T) {
 	p1 := startProvider(t, zkc, "p1", []string{gw.url})
 	startProvider(t, zkc, "p2", []string{gw.url})
 
-	var (
-		stop     = make(chan struct{})
-		wg       sync.WaitGroup
-		failed   atomic.Int64
-		mu       sync.Mutex
-		served   = map[string]int{}
-		firstErr error
-	)
-	for range 6 {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				id, err := gw.call(ctx)
-				cancel()
-				mu.Lock()
-				if err != nil {
-					failed.Add(1)
-					firstErr = cmp(firstErr, err)
-				} else {
-					served[id]++
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	testutil.WaitFor(t, "both providers serving", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return served["p1"] > 10 && served["p2"] > 10
-	})
+	load := testutil.StartLoad(6, gw.call)
+	defer load.Stop()
+	testutil.WaitFor(t, "both providers serving", func() bool { return load.Served("p1") > 10 && load.Served("p2") > 10 })
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	err := p1.Stop(ctx)
 	cancel()
-	close(stop)
-	wg.Wait()
+	load.Stop()
 	if err != nil {
 		t.Errorf("Stop: %v", err)
 	}
@@ -173,16 +149,9 @@ func TestAProviderStoppedUnderLoadFailsNoRequest(t *testing.T) {
 	if len(r.Flush) != 1 || !r.Flush[0].Acked {
 		t.Errorf("flush report %+v, want one acknowledged target", r.Flush)
 	}
-	if n := failed.Load(); n != 0 {
-		t.Fatalf("%d requests failed; first: %v", n, firstErr)
+	if n := load.Failed(); n != 0 {
+		t.Fatalf("%d requests failed; first: %v", n, load.FirstErr())
 	}
-}
-
-func cmp(first, err error) error {
-	if first != nil {
-		return first
-	}
-	return err
 }
 
 // New does no I/O: an unreachable ensemble shows at Start, with a clear

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -132,43 +130,16 @@ func TestStoppingAGRPCProviderUnderLoadFailsNoCall(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var (
-		stop             = make(chan struct{})
-		wg               sync.WaitGroup
-		failed, answered atomic.Int64
-		mu               sync.Mutex
-		firstErr         error
-		served           = map[string]int{}
-	)
-	for range 8 {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				resp, err := call(ctx, "ABC")
-				cancel()
-				mu.Lock()
-				if err != nil {
-					failed.Add(1)
-					if firstErr == nil {
-						firstErr = err
-					}
-				} else {
-					answered.Add(1)
-					served[resp.(string)]++
-				}
-				mu.Unlock()
-			}
-		})
-	}
+	load := testutil.StartLoad(8, func(ctx context.Context) (string, error) {
+		resp, err := call(ctx, "ABC")
+		if err != nil {
+			return "", err
+		}
+		return resp.(string), nil
+	})
+	defer load.Stop()
 	testutil.WaitFor(t, "both providers answering", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return served["q1"] > 20 && served["q2"] > 20
+		return load.Served("q1") > 20 && load.Served("q2") > 20
 	})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -177,16 +148,9 @@ func TestStoppingAGRPCProviderUnderLoadFailsNoCall(t *testing.T) {
 	if got := status(t, p1.health, serviceName); got != healthpb.HealthCheckResponse_NOT_SERVING {
 		t.Errorf("health after the stop: %v", got)
 	}
-	mu.Lock()
-	after := served["q2"]
-	mu.Unlock()
-	testutil.WaitFor(t, "q2 still answering", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return served["q2"] > after+50
-	})
-	close(stop)
-	wg.Wait()
+	after := load.Served("q2")
+	testutil.WaitFor(t, "q2 still answering", func() bool { return load.Served("q2") > after+50 })
+	load.Stop()
 
 	if stopErr != nil {
 		t.Errorf("Stop: %v", stopErr)
@@ -194,10 +158,10 @@ func TestStoppingAGRPCProviderUnderLoadFailsNoCall(t *testing.T) {
 	if r := p1.seq.Report(); r.CutByDrain != 0 {
 		t.Errorf("the drain cut %d call(s)", r.CutByDrain)
 	}
-	if n := failed.Load(); n != 0 {
-		t.Fatalf("%d of %d calls failed during the stop; first: %v", n, n+answered.Load(), firstErr)
+	if n := load.Failed(); n != 0 {
+		t.Fatalf("%d of %d calls failed during the stop; first: %v", n, n+load.Answered(), load.FirstErr())
 	}
-	t.Logf("%d calls, none failed; q1 served %d, q2 %d", answered.Load(), served["q1"], served["q2"])
+	t.Logf("%d calls, none failed; q1 served %d, q2 %d", load.Answered(), load.Served("q1"), load.Served("q2"))
 }
 
 // The closing signal reaches the consumer in the response metadata once
