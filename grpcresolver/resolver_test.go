@@ -247,10 +247,12 @@ func TestZooKeeperDownPushesNoEmptyListAndCallsGoOn(t *testing.T) {
 	late.waitIDs(t, "q1", "q2")
 	during := calls.Load()
 	testutil.WaitFor(t, "calls while ZooKeeper is down", func() bool { return calls.Load() > during+500 })
+	// Counted before the restart: the client may reconnect and the set be
+	// pushed before StartAll returns.
+	nStates, _ := rec.snapshot()
 	if err := zkc.StartAll(); err != nil {
 		t.Fatal(err)
 	}
-	nStates, _ := rec.snapshot()
 	testutil.WaitFor(t, "the set pushed again after the outage", func() bool {
 		states, _ := rec.snapshot()
 		return len(states) > len(nStates)
