@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -225,6 +226,7 @@ func measureLoad(c *zktest.Cluster, service string, n, runs int, warm bool) (loa
 			mk  newWatcher
 			out *[]float64
 		}{{newOurs, &a}, {newGokit, &b}} {
+			quiesce()
 			start := time.Now()
 			w, err := side.mk(c, service)
 			if err != nil {
@@ -240,6 +242,7 @@ func measureLoad(c *zktest.Cluster, service string, n, runs int, warm bool) (loa
 				*side.out = append(*side.out, ms(elapsed))
 			}
 		}
+		quiesce()
 		start := time.Now()
 		got, err := zktest.BareLoad(c.Addrs()[0], "/services/"+service)
 		elapsed := time.Since(start)
@@ -255,6 +258,15 @@ func measureLoad(c *zktest.Cluster, service string, n, runs int, warm bool) (loa
 	}
 	pt.gracekit, pt.gokit, pt.floor = pct(a, 50), pct(b, 50), pct(f, 50)
 	return pt, nil
+}
+
+// quiesce starts a timed load from rest, whichever side it is: the last
+// run's garbage collected (not charged to the next run's allocations) and
+// the server done with the last run's closeSession (a logged transaction,
+// which would queue the next run's createSession behind its fsync).
+func quiesce() {
+	runtime.GC()
+	time.Sleep(20 * time.Millisecond)
 }
 
 type eventTimes struct{ del, add []float64 }

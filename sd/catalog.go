@@ -200,7 +200,7 @@ func (k *Catalog) runRecursive() (refused bool) {
 			continue
 		}
 		if w.full {
-			names, err := listOver(k.ctx, w.conn, k.base)
+			names, err := listOver(k.ctx, w.conn, w.list, k.base)
 			if err != nil {
 				if w.conn.Err() == nil && k.ctx.Err() == nil {
 					k.o.logger.Warn("listing the services failed; retrying", "path", k.base, "err", err)
@@ -231,9 +231,13 @@ func (k *Catalog) runRecursive() (refused bool) {
 	}
 }
 
-// listOver lists the children of p over conn; a missing p has none.
-func listOver(ctx context.Context, conn *zkwire.Conn, p string) ([]string, error) {
-	r, err := conn.Do(ctx, zkwire.OpGetChildren, zkwire.GetChildrenBody(p))
+// listOver lists the children of p over conn, or waits for list when
+// it was sent already; a missing p has none.
+func listOver(ctx context.Context, conn *zkwire.Conn, list *zkwire.Call, p string) ([]string, error) {
+	if list == nil {
+		list = conn.Send(zkwire.OpGetChildren, zkwire.GetChildrenBody(p))
+	}
+	r, err := list.Wait(ctx)
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil, nil
 	}

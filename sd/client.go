@@ -113,6 +113,7 @@ type clientOptions struct {
 	logger         *slog.Logger
 	onEvent        func(SessionEvent)
 	dialer         DialFunc
+	noWatchAhead   bool
 }
 
 type clientOptionFunc func(*clientOptions) error
@@ -213,6 +214,7 @@ type Client struct {
 	drained   chan struct{}   // closed when the zk event channel is closed
 	done      chan struct{}   // closed by Close
 
+	ahead       *watchAhead  // nil when WatchSessionAhead(false)
 	sessions    int          // StateHasSession events seen
 	settleUntil atomic.Int64 // unix nanos: a new connection's watch re-send is settling until then
 }
@@ -333,11 +335,12 @@ func NewClient(connect string, opts ...ClientOption) (*Client, error) {
 		dialer = net.DialTimeout
 	}
 	dialer = bufferedDialer(dialer)
+	hp := &hostProvider{logger: c.logger}
 	conn, events, err := zk.Connect(servers, o.sessionTimeout,
 		zk.WithLogger(zkLogger{c.logger}),
 		zk.WithLogInfo(false),
 		zk.WithDialer(zk.Dialer(dialer)),
-		zk.WithHostProvider(&hostProvider{logger: c.logger}),
+		zk.WithHostProvider(hp),
 		zk.WithEventCallback(func(ev zk.Event) {
 			if ev.Type != zk.EventSession {
 				c.route(ev)
@@ -353,6 +356,10 @@ func NewClient(connect string, opts ...ClientOption) (*Client, error) {
 	}
 	c.conn = conn
 	c.connp.Store(conn)
+	if !o.noWatchAhead {
+		// To the server go-zookeeper dials first (Connect ran Init).
+		c.ahead = c.openAhead(hp.first())
+	}
 	// Events also go to this channel, which drops them when full; drain it
 	// so zk never blocks, and learn from its close that zk's goroutines ended.
 	go func() {
@@ -608,6 +615,7 @@ func (c *Client) Close() {
 		close(c.done)
 		c.conn.Close()
 	}
+	c.ahead.close()
 	// go-zookeeper can block for good in its request flush when calls are
 	// in flight at Close; bound the wait rather than hang the caller.
 	t := time.NewTimer(closeWait)

@@ -200,7 +200,11 @@ func (in *Instancer) applyRecursive(w recWork, due map[string]bool) error {
 	if !w.full {
 		return in.applyOps(w, due)
 	}
-	r, err := w.conn.Do(in.ctx, zkwire.OpGetChildren, zkwire.GetChildrenBody(in.dir))
+	list := w.list
+	if list == nil {
+		list = w.conn.Send(zkwire.OpGetChildren, zkwire.GetChildrenBody(in.dir))
+	}
+	r, err := list.Wait(in.ctx)
 	if errors.Is(err, zk.ErrNoNode) {
 		// Not created yet, or a Curator container reaped when empty; the
 		// watch sees it come.

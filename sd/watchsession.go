@@ -79,7 +79,7 @@ func (ws *watchSession) subscribe(dir string, f *recFeed) (cancel func()) {
 	case ws.refused != nil:
 		f.refuse(ws.refused)
 	case ws.conn != nil:
-		f.up(ws.conn, ws.gen)
+		f.up(ws.conn, ws.gen, nil)
 	}
 	return func() {
 		ws.mu.Lock()
@@ -91,10 +91,10 @@ func (ws *watchSession) subscribe(dir string, f *recFeed) (cancel func()) {
 	}
 }
 
-func (ws *watchSession) each(fn func(*recFeed)) {
-	for _, fs := range ws.subs {
+func (ws *watchSession) each(fn func(dir string, f *recFeed)) {
+	for dir, fs := range ws.subs {
 		for f := range fs {
-			fn(f)
+			fn(dir, f)
 		}
 	}
 }
@@ -131,12 +131,12 @@ func (ws *watchSession) run() {
 			return
 		case <-t.C:
 		}
-		conn, err := ws.open(attempt)
+		conn, lists, err := ws.open(attempt)
 		if errors.Is(err, errAddWatchRefused) {
 			ws.logger.Info("persistent watches refused; using a watch per node", "err", err)
 			ws.mu.Lock()
 			ws.refused = err
-			ws.each(func(f *recFeed) { f.refuse(err) })
+			ws.each(func(_ string, f *recFeed) { f.refuse(err) })
 			ws.mu.Unlock()
 			return
 		}
@@ -153,7 +153,7 @@ func (ws *watchSession) run() {
 		ws.gen++
 		ws.conn = conn
 		gen := ws.gen
-		ws.each(func(f *recFeed) { f.up(conn, gen) })
+		ws.each(func(_ string, f *recFeed) { f.up(conn, gen, lists[f]) })
 		ws.mu.Unlock()
 		select {
 		case <-conn.Done():
@@ -163,41 +163,45 @@ func (ws *watchSession) run() {
 		conn.Close() // no notification is routed after it returns
 		ws.mu.Lock()
 		ws.conn = nil
-		ws.each(func(f *recFeed) { f.down() })
+		ws.each(func(_ string, f *recFeed) { f.down() })
 		ws.mu.Unlock()
 		t.Reset(0)
 	}
 }
 
-// open dials a server (the Client's own first, then the others in turn),
-// authenticates as the Client does and adds the watch.
-func (ws *watchSession) open(attempt int) (*zkwire.Conn, error) {
-	addr := ws.c.conn.Server()
-	if attempt > 0 || addr == "" {
-		addr = ws.c.servers[attempt%len(ws.c.servers)]
-	}
-	var auth []zkwire.Auth
-	if ws.c.opts.user != "" {
-		auth = []zkwire.Auth{{Scheme: "digest", Data: []byte(ws.c.opts.user + ":" + ws.c.opts.password)}}
-	}
+// open takes the Client's watch session opened ahead, or dials a server
+// (the Client's own first, then the others in turn), and adds the watch.
+// Right behind addWatch it sends each feed's children listing, which the
+// server answers after the watch is in place: the feeds' first re-read
+// then waits for no round trip of its own.
+func (ws *watchSession) open(attempt int) (*zkwire.Conn, map[*recFeed]*zkwire.Call, error) {
 	ctx, cancel := context.WithTimeout(ws.ctx, ws.c.SessionTimeout())
 	defer cancel()
-	conn, err := zkwire.Dial(ctx, zkwire.Config{
-		Addr: addr, Dial: ws.c.opts.dialer, SessionTimeout: ws.c.SessionTimeout(), Auth: auth,
-		OnEvent: ws.route,
-	})
-	if err != nil {
-		return nil, err
+	conn := ws.c.ahead.take(ctx, ws.route)
+	if conn == nil {
+		addr := ws.c.conn.Server()
+		if attempt > 0 || addr == "" {
+			addr = ws.c.servers[attempt%len(ws.c.servers)]
+		}
+		var err error
+		if conn, err = ws.c.dialWatch(ctx, addr, ws.route); err != nil {
+			return nil, nil, err
+		}
 	}
-	_, err = conn.Do(ctx, zkwire.OpAddWatch, zkwire.AddWatchBody(ws.root, zkwire.ModePersistentRecursive))
+	added := conn.Send(zkwire.OpAddWatch, zkwire.AddWatchBody(ws.root, zkwire.ModePersistentRecursive))
+	lists := map[*recFeed]*zkwire.Call{}
+	ws.mu.Lock()
+	ws.each(func(dir string, f *recFeed) { lists[f] = conn.Send(zkwire.OpGetChildren, zkwire.GetChildrenBody(dir)) })
+	ws.mu.Unlock()
+	_, err := added.Wait(ctx)
 	if code := zkwire.Code(err); code != 0 && code != zkwire.CodeNoAuth {
 		err = errors.Join(errAddWatchRefused, err)
 	}
 	if err != nil {
 		conn.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	return conn, nil
+	return conn, lists, nil
 }
 
 // recFeed is what a watchSession owes one subscriber: the current session,
@@ -207,8 +211,9 @@ type recFeed struct {
 	mu      sync.Mutex
 	conn    *zkwire.Conn
 	gen     uint64
-	full    bool // a new session: read everything again
-	lost    bool // the session went away
+	full    bool         // a new session: read everything again
+	list    *zkwire.Call // the new session's children listing, sent ahead; nil: list anew
+	lost    bool         // the session went away
 	refused error
 	ops     map[string]recOp // by child name
 	events  int64            // notifications since the last take
@@ -228,6 +233,7 @@ type recWork struct {
 	conn    *zkwire.Conn
 	gen     uint64
 	full    bool
+	list    *zkwire.Call
 	lost    bool
 	refused error
 	ops     map[string]recOp
@@ -245,10 +251,10 @@ func (f *recFeed) poke() {
 	}
 }
 
-func (f *recFeed) up(conn *zkwire.Conn, gen uint64) {
+func (f *recFeed) up(conn *zkwire.Conn, gen uint64, list *zkwire.Call) {
 	f.mu.Lock()
 	// The re-read that a new session asks for covers every earlier op.
-	f.conn, f.gen, f.full = conn, gen, true
+	f.conn, f.gen, f.full, f.list = conn, gen, true, list
 	clear(f.ops)
 	f.mu.Unlock()
 	f.poke()
@@ -256,7 +262,7 @@ func (f *recFeed) up(conn *zkwire.Conn, gen uint64) {
 
 func (f *recFeed) down() {
 	f.mu.Lock()
-	f.conn, f.lost = nil, true
+	f.conn, f.lost, f.list = nil, true, nil
 	f.mu.Unlock()
 	f.poke()
 }
@@ -291,7 +297,10 @@ func (f *recFeed) take() recWork {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	w := recWork{feed: f, conn: f.conn, gen: f.gen, full: f.full, lost: f.lost, refused: f.refused, events: f.events}
-	f.full, f.lost, f.events = false, false, 0
+	if w.full {
+		w.list = f.list // waited for once, by this work
+	}
+	f.full, f.lost, f.events, f.list = false, false, 0, nil
 	if f.conn != nil && len(f.ops) > 0 {
 		w.ops, f.ops = f.ops, map[string]recOp{}
 	}

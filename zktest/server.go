@@ -164,6 +164,31 @@ func (s *Server) Mode() (string, error) {
 	return "", fmt.Errorf("zktest: server %d is not serving: %s", s.ID, strings.TrimSpace(out))
 }
 
+// Sessions lists the ids of the sessions connected to the server now, read
+// with the cons four-letter word.
+func (s *Server) Sessions() ([]int64, error) {
+	out, err := fourLetter(s.Addr(), "cons", time.Second)
+	if err != nil {
+		return nil, err
+	}
+	var ids []int64
+	for rest := out; ; {
+		_, after, ok := strings.Cut(rest, "sid=0x")
+		if !ok {
+			return ids, nil
+		}
+		end := strings.IndexFunc(after, func(r rune) bool { return !strings.ContainsRune("0123456789abcdef", r) })
+		if end < 0 {
+			end = len(after)
+		}
+		id, err := strconv.ParseUint(after[:end], 16, 64)
+		if err != nil {
+			return nil, fmt.Errorf("zktest: cons: %w", err)
+		}
+		ids, rest = append(ids, int64(id)), after[end:]
+	}
+}
+
 func fourLetter(addr, cmd string, timeout time.Duration) (string, error) {
 	conn, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {

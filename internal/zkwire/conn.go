@@ -156,36 +156,61 @@ func (c *Conn) Err() error {
 // A non-zero error code in the reply is returned as an *Error along with
 // the Reply. Do is safe for concurrent use.
 func (c *Conn) Do(ctx context.Context, op int32, body []byte) (Reply, error) {
-	ch := make(chan Reply, 1)
+	return c.Send(op, body).Wait(ctx)
+}
+
+// Call is a request sent and not yet waited for.
+type Call struct {
+	c   *Conn
+	xid int32
+	ch  chan Reply
+	err error // the Conn was spent before the request went out
+}
+
+// Send writes a request and returns at once, so that several go out back
+// to back: the server answers a session's requests in the order sent, so
+// a read sent after addWatch sees the state the watch covers. Wait for
+// the reply exactly once.
+func (c *Conn) Send(op int32, body []byte) *Call {
+	call := &Call{c: c, ch: make(chan Reply, 1)}
 	c.mu.Lock()
 	if c.err != nil {
-		err := c.err
+		call.err = c.err
 		c.mu.Unlock()
-		return Reply{}, err
+		return call
 	}
 	c.xid++
 	if c.xid <= 0 {
 		c.xid = 1
 	}
-	xid := c.xid
-	c.pending[xid] = ch
+	call.xid = c.xid
+	c.pending[call.xid] = call.ch
 	c.mu.Unlock()
-	if err := c.write(Request(xid, op, body)); err != nil {
+	if err := c.write(Request(call.xid, op, body)); err != nil {
 		c.fail(err)
 	}
+	return call
+}
+
+// Wait waits for the Call's reply, ctx or the end of the Conn. A non-zero
+// error code in the reply is returned as an *Error along with the Reply.
+func (call *Call) Wait(ctx context.Context) (Reply, error) {
+	if call.err != nil {
+		return Reply{}, call.err
+	}
 	select {
-	case r, ok := <-ch:
+	case r, ok := <-call.ch:
 		if !ok {
-			return Reply{}, c.Err()
+			return Reply{}, call.c.Err()
 		}
 		if r.Header.Err != 0 {
 			return r, &Error{r.Header.Err}
 		}
 		return r, nil
 	case <-ctx.Done():
-		c.mu.Lock()
-		delete(c.pending, xid)
-		c.mu.Unlock()
+		call.c.mu.Lock()
+		delete(call.c.pending, call.xid)
+		call.c.mu.Unlock()
 		return Reply{}, ctx.Err()
 	}
 }

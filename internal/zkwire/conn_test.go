@@ -132,3 +132,67 @@ func TestRecursiveWatchReportsChangesBelowIt(t *testing.T) {
 		t.Logf("event %+v", s)
 	}
 }
+
+// Requests sent back to back with Send are answered in the order sent and
+// each reply reaches its own Call, whatever order they are waited in. A
+// Call given up on leaves the Conn usable; on a closed Conn it fails.
+func TestSendPipelinesRequestsInOrder(t *testing.T) {
+	c := zktest.New(t)
+	w := testutil.ZKConn(t, c.Addrs())
+	acl := zk.WorldACL(zk.PermAll)
+	for _, p := range []string{"/p", "/p/a"} {
+		if _, err := w.Create(p, []byte(p), 0, acl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn := dial(t, c, make(chan seen, 64))
+	ctx := context.Background()
+	calls := []*zkwire.Call{
+		conn.Send(zkwire.OpAddWatch, zkwire.AddWatchBody("/p", zkwire.ModePersistentRecursive)),
+		conn.Send(zkwire.OpGetChildren, zkwire.GetChildrenBody("/p")),
+		conn.Send(zkwire.OpGetData, zkwire.GetDataBody("/p/a")),
+		conn.Send(zkwire.OpGetData, zkwire.GetDataBody("/p/none")),
+	}
+	seqs := make([]uint64, len(calls))
+	r, err := calls[3].Wait(ctx)
+	if !errors.Is(err, zk.ErrNoNode) {
+		t.Fatalf("getData of a missing node: %v", err)
+	}
+	seqs[3] = r.Seq
+	if r, err = calls[2].Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if data, _, err := zkwire.ParseGetData(r.Body); err != nil || string(data) != "/p/a" {
+		t.Fatalf("getData: %q, %v", data, err)
+	}
+	seqs[2] = r.Seq
+	if r, err = calls[1].Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if names, err := zkwire.ParseChildren(r.Body); err != nil || len(names) != 1 || names[0] != "a" {
+		t.Fatalf("children %v, %v", names, err)
+	}
+	seqs[1] = r.Seq
+	if r, err = calls[0].Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	seqs[0] = r.Seq
+	for i := 1; i < len(seqs); i++ {
+		if seqs[i] <= seqs[i-1] {
+			t.Fatalf("replies at stream positions %v, want the order sent", seqs)
+		}
+	}
+
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := conn.Send(zkwire.OpGetData, zkwire.GetDataBody("/p/a")).Wait(gone); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait with a cancelled ctx: %v", err)
+	}
+	if _, err := conn.Do(ctx, zkwire.OpGetData, zkwire.GetDataBody("/p/a")); err != nil {
+		t.Fatalf("after a Call given up on: %v", err)
+	}
+	conn.Close()
+	if _, err := conn.Send(zkwire.OpGetData, zkwire.GetDataBody("/p/a")).Wait(ctx); !errors.Is(err, zkwire.ErrClosed) {
+		t.Fatalf("Send on a closed Conn: %v", err)
+	}
+}

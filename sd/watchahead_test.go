@@ -1,0 +1,124 @@
+package sd_test
+
+import (
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/gracekit/gracekit/internal/testutil"
+	"github.com/gracekit/gracekit/sd"
+	"github.com/gracekit/gracekit/zktest"
+)
+
+// sessions lists the sessions connected to the standalone server c.
+func sessions(t *testing.T, c *zktest.Cluster) []int64 {
+	t.Helper()
+	ids, err := c.Servers[0].Sessions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// The first Instancer's watch session is the one NewClient opened beside
+// its own, not a third: the load waits for no handshake of its own.
+func TestTheFirstInstancerTakesTheWatchSessionOpenedAhead(t *testing.T) {
+	c := zktest.New(t)
+	provider := newClient(t, c, sd.WatchSessionAhead(false))
+	register(t, provider, instance("pay", 9001))
+	before := sessions(t, c)
+
+	consumer := newClient(t, c)
+	testutil.WaitFor(t, "the watch session ahead dialled", func() bool { return sd.AheadDone(consumer) })
+	ahead, _ := sd.AheadSession(consumer)
+	if ahead == 0 || ahead == consumer.SessionID() {
+		t.Fatalf("ahead session %#x, client session %#x: want a session of its own", ahead, consumer.SessionID())
+	}
+	_, ch := newInstancer(t, consumer, "pay", sd.WithWatchMode(sd.WatchRecursive))
+	waitSet(t, ch, "127.0.0.1:9001")
+	if _, taken := sd.AheadSession(consumer); !taken {
+		t.Fatal("the Instancer did not take the watch session opened ahead")
+	}
+	var added []int64
+	for _, id := range sessions(t, c) {
+		if !slices.Contains(before, id) {
+			added = append(added, id)
+		}
+	}
+	slices.Sort(added)
+	want := []int64{consumer.SessionID(), ahead}
+	slices.Sort(want)
+	if !slices.Equal(added, want) {
+		t.Fatalf("sessions the consumer added: %#x, want its own and the one ahead %#x", added, want)
+	}
+}
+
+// A watch session ahead that nothing takes is closed on the server, and
+// WatchSessionAhead(false) opens none.
+func TestAWatchSessionAheadNobodyTakesIsClosed(t *testing.T) {
+	defer sd.SetWatchAheadIdle(300 * time.Millisecond)()
+	c := zktest.New(t)
+	cl := newClient(t, c)
+	testutil.WaitFor(t, "the watch session ahead dialled", func() bool { return sd.AheadDone(cl) })
+	ahead, _ := sd.AheadSession(cl)
+	if ahead == 0 {
+		t.Fatal("no session ahead")
+	}
+	testutil.WaitFor(t, "the untaken session ahead closed on the server", func() bool {
+		return !slices.Contains(sessions(t, c), ahead)
+	})
+	if !slices.Contains(sessions(t, c), cl.SessionID()) {
+		t.Fatal("the client's own session went too")
+	}
+	// A later Instancer dials its own and loads.
+	register(t, cl, instance("pay", 9001))
+	_, ch := newInstancer(t, cl, "pay")
+	waitSet(t, ch, "127.0.0.1:9001")
+
+	before := sessions(t, c)
+	off := newClient(t, c, sd.WatchSessionAhead(false))
+	time.Sleep(100 * time.Millisecond) // a session ahead would have dialled by now
+	for _, id := range sessions(t, c) {
+		if !slices.Contains(before, id) && id != off.SessionID() {
+			t.Fatalf("WatchSessionAhead(false): session %#x appeared beside the client's own %#x", id, off.SessionID())
+		}
+	}
+	if id, _ := sd.AheadSession(off); id != 0 {
+		t.Fatalf("WatchSessionAhead(false) opened session %#x", id)
+	}
+}
+
+// When the server the session ahead dialled refuses it, the Instancer
+// dials on its own and loads.
+func TestADeadServerAheadStillLoads(t *testing.T) {
+	c := zktest.New(t)
+	dead := "127.0.0.1:" + strconv.Itoa(testutil.FreePort(t))
+	provider := newClient(t, c, sd.WatchSessionAhead(false))
+	register(t, provider, instance("pay", 9001))
+	// The host order is shuffled: try until the first pick is the dead one.
+	for try := 0; ; try++ {
+		if try == 40 {
+			t.Fatal("the dead server was never dialled first")
+		}
+		cl, err := sd.NewClient(dead+","+c.Servers[0].Addr(), sd.SessionTimeout(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		testutil.WaitFor(t, "the watch session ahead dialled", func() bool { return sd.AheadDone(cl) })
+		if id, _ := sd.AheadSession(cl); id != 0 {
+			cl.Close()
+			continue
+		}
+		in, err := sd.NewInstancer(cl, "pay", sd.WithWatchMode(sd.WatchRecursive))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := in.Instances(); len(got) != 1 || got[0].Port != 9001 {
+			t.Errorf("loaded %v, want pay:9001", got)
+		}
+		in.Stop()
+		cl.Close()
+		return
+	}
+}
