@@ -29,7 +29,9 @@ import (
 // consumer with its own session as separate processes would have. Every
 // consumer connects through a counting proxy, so that the bytes read from
 // ZooKeeper are measured the same way for both. Figures: the watches the
-// ensemble holds (mntr's zk_watch_count, summed over the members), the
+// ensemble holds (mntr's zk_watch_count summed over the members, as
+// fleet_zk_watch_entries, and less the second table entry that 3.6–3.8
+// give each persistent watch, as fleet_zk_watches; see persistentEntries), the
 // bytes the consumers read for the first load and for one rolling restart
 // of every instance, the propagation of a deregistration to all consumers
 // (p50, p99), and the consumers' CPU time over the restart.
@@ -52,8 +54,9 @@ type fleetSide struct {
 // fleetConsumer is one gateway: counts[s] is the size of the latest set it
 // published for service s.
 type fleetConsumer struct {
-	counts [fleetS]atomic.Int32
-	stop   func()
+	counts     [fleetS]atomic.Int32
+	stop       func()
+	persistent func() int // persistent watches it holds
 }
 
 func fleetService(s int) string { return fmt.Sprintf("fleet-%02d", s) }
@@ -83,7 +86,12 @@ func ourFleetConsumer(addrs []string) (*fleetConsumer, error) {
 		cl.Close()
 		return nil, err
 	}
-	fc := &fleetConsumer{}
+	fc := &fleetConsumer{persistent: func() int {
+		if cat.Mode() == sd.WatchRecursive {
+			return 1 // the Catalog's, which its Instancers share
+		}
+		return 0
+	}}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	for s := range fleetS {
@@ -202,7 +210,8 @@ func cpuTime() time.Duration {
 }
 
 type fleetFigures struct {
-	watches            int
+	entries            int // of the members' watch tables (mntr)
+	persistent         int // persistent watches the consumers hold
 	loadBytes          int64
 	restartBytes       int64
 	p50, p99           float64 // ms
@@ -231,6 +240,10 @@ func runFleet() error {
 			return err
 		}
 	}
+	weight, err := persistentEntries(cluster.Addrs()[0])
+	if err != nil {
+		return err
+	}
 	results := map[string]fleetFigures{}
 	for _, side := range []fleetSide{{"gracekit", ourFleetConsumer}, {"gokit", gokitFleetConsumer}} {
 		f, err := measureFleet(cluster, writer, side)
@@ -242,7 +255,9 @@ func runFleet() error {
 	}
 	ours, kit := results["gracekit"], results["gokit"]
 	tag := fmt.Sprintf("c%d_s%d_n%d", fleetC, fleetS, fleetN)
-	report("fleet_zk_watches_"+tag, float64(ours.watches), float64(kit.watches), "")
+	watches := func(f fleetFigures) int { return f.entries - f.persistent*(weight-1) }
+	reportCount("fleet_zk_watches_"+tag, watches(ours), watches(kit), "")
+	reportCount("fleet_zk_watch_entries_"+tag, ours.entries, kit.entries, "")
 	report("fleet_bytes_read_load_"+tag, float64(ours.loadBytes)/1e6, float64(kit.loadBytes)/1e6, "MB")
 	report("fleet_bytes_read_restart_"+tag, float64(ours.restartBytes)/1e6, float64(kit.restartBytes)/1e6, "MB")
 	report("fleet_propagation_deregister_p50_"+tag, ours.p50, kit.p50, "ms")
@@ -316,7 +331,12 @@ func measureFleet(cluster *zktest.Cluster, writer *zk.Conn, side fleetSide) (fle
 		if err != nil {
 			return f, err
 		}
-		f.watches += w
+		f.entries += w
+	}
+	for _, c := range consumers {
+		if c.persistent != nil {
+			f.persistent += c.persistent()
+		}
 	}
 
 	// Propagation: one deregistration at a time, until every consumer

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -13,6 +14,7 @@ import (
 	kitzk "github.com/go-kit/kit/sd/zk"
 	"github.com/go-kit/log"
 
+	"github.com/gracekit/gracekit/internal/zkwire"
 	"github.com/gracekit/gracekit/sd"
 	"github.com/gracekit/gracekit/zktest"
 )
@@ -31,8 +33,9 @@ const scaleN = 5000
 type footprint struct {
 	goroutines       int
 	clientGoroutines int     // the client's, before the Instancer started
-	watches          int     // on the server, for the one session (mntr)
+	entries          int     // of the server's watch tables, for the one client (mntr)
 	dataWatches      int     // of which data watches (wchs)
+	persistent       int     // persistent watches the client holds
 	heapPerInstance  float64 // bytes
 }
 
@@ -40,7 +43,7 @@ type footprint struct {
 // builds the Instancer on it and returns when its load settled.
 type scaleSide struct {
 	name    string
-	connect func(c *zktest.Cluster) (start func(service string) (stop func(), err error), closeClient func(), err error)
+	connect func(c *zktest.Cluster) (start func(service string) (stop func(), persistent int, err error), closeClient func(), err error)
 }
 
 func runScale() error {
@@ -54,6 +57,10 @@ func runScale() error {
 		return err
 	}
 
+	weight, err := persistentEntries(cluster.Addrs()[0])
+	if err != nil {
+		return err
+	}
 	var got []footprint
 	for _, side := range []scaleSide{{"gracekit", connectOurs}, {"gokit", connectGokit}} {
 		fp, err := measureFootprint(cluster, service, side)
@@ -66,7 +73,8 @@ func runScale() error {
 	name := func(what string) string { return fmt.Sprintf("sd_%s_n%d", what, scaleN) }
 	reportCount(name("goroutines"), ours.goroutines, theirs.goroutines, "")
 	reportCount(name("client_goroutines"), ours.clientGoroutines, theirs.clientGoroutines, "")
-	reportCount(name("zk_watches"), ours.watches, theirs.watches, "")
+	reportCount(name("zk_watches"), ours.watches(weight), theirs.watches(weight), "")
+	reportCount(name("zk_watch_entries"), ours.entries, theirs.entries, "")
 	reportCount(name("zk_data_watches"), ours.dataWatches, theirs.dataWatches, "")
 	report(name("heap_per_instance"), ours.heapPerInstance, theirs.heapPerInstance, "B")
 	return nil
@@ -109,11 +117,12 @@ func measureFootprint(c *zktest.Cluster, service string, side scaleSide) (footpr
 	}
 	defer closeClient()
 	g1, h1 := settledRuntime()
-	stop, err := start(service)
+	stop, persistent, err := start(service)
 	if err != nil {
 		return fp, err
 	}
 	defer stop()
+	fp.persistent = persistent
 	// The watches are armed once the Instancer says so; wait until the
 	// server's count stands still as well.
 	prev := -1
@@ -123,7 +132,7 @@ func measureFootprint(c *zktest.Cluster, service string, side scaleSide) (footpr
 			return fp, err
 		}
 		if w == prev {
-			fp.watches, fp.dataWatches = w, dw
+			fp.entries, fp.dataWatches = w, dw
 			break
 		}
 		if time.Now().After(deadline) {
@@ -161,58 +170,99 @@ func drain(ch chan kitsd.Event) {
 	}
 }
 
-func connectOurs(c *zktest.Cluster) (func(string) (func(), error), func(), error) {
+func connectOurs(c *zktest.Cluster) (func(string) (func(), int, error), func(), error) {
 	cl, err := sd.NewClient(c.ConnectString(), sd.SessionTimeout(30*time.Second))
 	if err != nil {
 		return nil, nil, err
 	}
-	start := func(service string) (func(), error) {
+	start := func(service string) (func(), int, error) {
 		in, err := sd.NewInstancer(cl, service, ourOptions()...)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		ch := make(chan kitsd.Event, 16)
 		in.Register(ch)
 		w := &watcher{ch: ch}
 		if err := w.await(scaleN); err != nil {
 			in.Stop()
-			return nil, err
+			return nil, 0, err
 		}
 		// Settled: every node read with its watch armed, no error.
 		for deadline := time.Now().Add(60 * time.Second); in.Err() != nil; {
 			if time.Now().After(deadline) {
 				in.Stop()
-				return nil, fmt.Errorf("instancer not settled after 60s: %v", in.Err())
+				return nil, 0, fmt.Errorf("instancer not settled after 60s: %v", in.Err())
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
 		drain(ch)
-		return func() { in.Deregister(ch); in.Stop() }, nil
+		persistent := 0
+		if in.Stats().WatchMode == sd.WatchRecursive {
+			persistent = 1
+		}
+		return func() { in.Deregister(ch); in.Stop() }, persistent, nil
 	}
 	return start, cl.Close, nil
 }
 
-func connectGokit(c *zktest.Cluster) (func(string) (func(), error), func(), error) {
+func connectGokit(c *zktest.Cluster) (func(string) (func(), int, error), func(), error) {
 	cl, err := kitzk.NewClient(c.Addrs(), log.NewNopLogger(), kitzk.SessionTimeout(30*time.Second))
 	if err != nil {
 		return nil, nil, err
 	}
-	start := func(service string) (func(), error) {
+	start := func(service string) (func(), int, error) {
 		in, err := kitzk.NewInstancer(cl, "/services/"+service, log.NewNopLogger())
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		ch := make(chan kitsd.Event, 16)
 		in.Register(ch)
 		w := &watcher{ch: ch}
 		if err := w.await(scaleN); err != nil {
 			in.Stop()
-			return nil, err
+			return nil, 0, err
 		}
 		drain(ch)
-		return func() { in.Deregister(ch); in.Stop() }, nil
+		return func() { in.Deregister(ch); in.Stop() }, 0, nil
 	}
 	return start, cl.Stop, nil
+}
+
+// watches is how many watches the client holds on the server: the
+// entries of its watch tables less the second entry of each persistent
+// watch, on a server that files one in both tables (weight 2).
+func (fp footprint) watches(weight int) int { return fp.entries - fp.persistent*(weight-1) }
+
+// persistentEntries is how many entries of mntr's zk_watch_count one
+// persistent watch makes on the server at addr. ZooKeeper 3.6 to 3.8 file
+// an addWatch in the data and the child watch table alike (DataTree.addWatch
+// in the 3.8.0 jar calls both tables' addWatch, and getWatchCount sums
+// their sizes), so mntr counts each twice. A probe session adds one on a
+// scratch path, on a server no one else watches, and reads the count.
+func persistentEntries(addr string) (int, error) {
+	before, _, err := serverWatches(addr)
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := zkwire.Dial(ctx, zkwire.Config{Addr: addr, SessionTimeout: 10 * time.Second})
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	if _, err := conn.Do(ctx, zkwire.OpAddWatch, zkwire.AddWatchBody("/gracekit-bench-probe", zkwire.ModePersistentRecursive)); err != nil {
+		return 0, fmt.Errorf("probe addWatch: %w", err)
+	}
+	after, _, err := serverWatches(addr)
+	if err != nil {
+		return 0, err
+	}
+	w := after - before
+	if w < 1 || w > 2 {
+		return 0, fmt.Errorf("one persistent watch made %d entries of zk_watch_count", w)
+	}
+	return w, nil
 }
 
 // serverWatches returns the watches the server holds: mntr's
