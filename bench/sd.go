@@ -43,10 +43,10 @@ func ourOptions() []sd.InstancerOption {
 	return nil
 }
 
-const (
-	loadRuns    = 5
-	eventTrials = 200
-)
+// loadRuns is how many timed loads of each N the sd suite takes.
+var loadRuns = map[int]int{100: 15, 1000: 15, 5000: 7, 10000: 3}
+
+const eventTrials = 200
 
 func runSD() error {
 	cluster, writer, done, err := benchServer()
@@ -55,17 +55,18 @@ func runSD() error {
 	}
 	defer done()
 
-	// Small N repeat (median of loadRuns after a warm-up round); 10,000
-	// runs once, on a server the smaller loads have warmed up.
+	// Each N: the median of loadRuns[n] after warm-up rounds (not
+	// counted) that warm the server's JIT and both clients up; the loads
+	// are a few milliseconds on a shared machine, so one run tells little.
 	var points []loadPoint
 	for _, n := range []int{100, 1000, 5000, 10000} {
 		service := fmt.Sprintf("load%d", n)
 		if err := populate(writer, service, n); err != nil {
 			return err
 		}
-		runs, warm := loadRuns, true
-		if n >= 10000 {
-			runs, warm = 1, false
+		runs, warm := loadRuns[n], 2
+		if n >= 5000 {
+			warm = 1
 		}
 		pt, err := measureLoad(cluster, service, n, runs, warm)
 		if err != nil {
@@ -212,15 +213,12 @@ type loadPoint struct {
 }
 
 // measureLoad times construction until the first complete event, median
-// of runs, for both sides and the floor in turn. With warm, a first round
-// warms the server's JIT and both clients up and is not counted.
-func measureLoad(c *zktest.Cluster, service string, n, runs int, warm bool) (loadPoint, error) {
+// of runs, for both sides and the floor in turn, after warm rounds that
+// are not counted.
+func measureLoad(c *zktest.Cluster, service string, n, runs, warm int) (loadPoint, error) {
 	pt := loadPoint{n: n}
 	var a, b, f []float64
-	first := 0
-	if warm {
-		first = -1
-	}
+	first := -warm
 	for run := first; run < runs; run++ {
 		for _, side := range []struct {
 			mk  newWatcher

@@ -290,8 +290,9 @@ func decodeCurator(service, child string, data []byte, keep bool, shared *metaCa
 	bad := func(reason string, err error) (Instance, error) {
 		return Instance{}, &MalformedError{Reason: reason, Err: err}
 	}
-	var spec [64]byte
-	v, ok := scanCurator(data, spec[:0])
+	// No buffer for the uriSpec: one on the stack escapes through the
+	// scanner's callback, and Spring's spec, nearly every node's, needs none.
+	v, ok := scanCurator(data, nil)
 	if !ok {
 		// Anything but the plain shape Curator writes (escapes, keys in
 		// another case, duplicates, a type mismatch, invalid JSON) goes to
@@ -311,10 +312,12 @@ func decodeCurator(service, child string, data []byte, keep bool, shared *metaCa
 		return bad("no id", nil)
 	case len(v.address) == 0:
 		return bad("no address", nil)
+	// string(...) in the messages: a []byte in an interface would make v,
+	// and spec with it, escape to the heap on every call.
 	case string(v.id) != child:
-		return bad(fmt.Sprintf("id %q is not the node's name %q", v.id, child), nil)
+		return bad(fmt.Sprintf("id %q is not the node's name %q", string(v.id), child), nil)
 	case service != "" && string(v.name) != service:
-		return bad(fmt.Sprintf("name %q is not the service %q", v.name, service), nil)
+		return bad(fmt.Sprintf("name %q is not the service %q", string(v.name), service), nil)
 	}
 	if v.port < 0 || v.port > 65535 || v.sslPort < 0 || v.sslPort > 65535 || v.port+v.sslPort == 0 {
 		return bad(fmt.Sprintf("port %d / sslPort %d (need one from 1 to 65535)", v.port, v.sslPort), nil)

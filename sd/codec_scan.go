@@ -44,7 +44,10 @@ var (
 )
 
 // scanCurator reads data as scanner says above. spec is a buffer for the
-// uriSpec's text.
+// uriSpec's text, when it is not Spring's (which is defaultURISpec).
+// defaultURISpec is DefaultURISpec as the uriSpec of a view.
+var defaultURISpec = []byte(DefaultURISpec)
+
 func scanCurator(data, spec []byte) (curatorView, bool) {
 	var v curatorView
 	s := scanner{b: data}
@@ -75,7 +78,7 @@ func scanCurator(data, spec []byte) (curatorView, bool) {
 			if bytes.HasPrefix(s.b[s.i:], springURISpec) {
 				// What Spring writes, every time: no need to walk it.
 				s.i += len(springURISpec)
-				v.uriSpec = append(spec, DefaultURISpec...)
+				v.uriSpec = defaultURISpec // shared, never written to
 				return true
 			}
 			return s.uriSpec(&v, spec)

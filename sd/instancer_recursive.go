@@ -286,7 +286,45 @@ func (in *Instancer) applyOps(w recWork, due map[string]bool) error {
 // failure stores nothing.
 func (in *Instancer) readAndStore(w recWork, names []string, full bool) error {
 	bulk := !in.opts.noBulk && len(names) > 1
-	reads, seqs, err := readNodes(in.ctx, w.conn, in.dir, names, bulk, in.opts.concurrency)
+	known := make([]*entry, len(names))
+	in.mu.Lock()
+	for i, n := range names {
+		known[i] = in.entries[n]
+	}
+	in.mu.Unlock()
+	decoded := make([]*entry, len(names))
+	decodeOne := func(i int, r *zkwire.Read) {
+		if r.Err != 0 {
+			return
+		}
+		if k := known[i]; k != nil && k.ok && k.czxid == r.Stat.Czxid && k.version == r.Stat.Version {
+			decoded[i] = k // the same node and version: nothing new
+			return
+		}
+		st := zk.Stat{Czxid: r.Stat.Czxid, Mzxid: r.Stat.Mzxid, Version: r.Stat.Version, EphemeralOwner: r.Stat.EphemeralOwner}
+		data := r.Data // aliases the reply, a whole batch of nodes
+		if in.opts.keepData {
+			data = bytes.Clone(data)
+		}
+		decoded[i] = in.decode(names[i], data, &st)
+	}
+	// Each batch is decoded as soon as it arrives, while the server still
+	// sends the next ones, and over the cores: decoding Curator JSON is
+	// most of the client's work in a load. Reads later dropped by settle
+	// cost a decode for nothing, which is rare.
+	decode := func(reads []zkwire.Read, lo int) {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range min(runtime.GOMAXPROCS(0), len(reads)/recDecodeMin+1) {
+			wg.Go(func() {
+				for j := int(next.Add(1) - 1); j < len(reads); j = int(next.Add(1) - 1) {
+					decodeOne(lo+j, &reads[j])
+				}
+			})
+		}
+		wg.Wait()
+	}
+	reads, seqs, err := readNodes(in.ctx, w.conn, in.dir, names, bulk, in.opts.concurrency, decode)
 	if err != nil {
 		return fmt.Errorf("sd: read %s: %w", in.dir, err)
 	}
@@ -298,40 +336,12 @@ func (in *Instancer) readAndStore(w recWork, names []string, full bool) error {
 	if !ok {
 		return nil // a new session re-reads everything
 	}
-	known := make([]*entry, len(names))
-	in.mu.Lock()
-	for i, n := range names {
-		known[i] = in.entries[n]
-	}
-	in.mu.Unlock()
-	decoded := make([]*entry, len(names))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	// Decoding Curator JSON costs more than the reads: spread it over the cores.
-	for range min(runtime.GOMAXPROCS(0), len(names)/recDecodeMin+1) {
-		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < len(names); i = int(next.Add(1) - 1) {
-				r := &reads[i]
-				if !keep[i] || r.Err != 0 {
-					continue
-				}
-				if k := known[i]; k != nil && k.ok && k.czxid == r.Stat.Czxid && k.version == r.Stat.Version {
-					decoded[i] = k // the same node and version: nothing new
-					continue
-				}
-				st := zk.Stat{Czxid: r.Stat.Czxid, Mzxid: r.Stat.Mzxid, Version: r.Stat.Version, EphemeralOwner: r.Stat.EphemeralOwner}
-				data := r.Data // aliases the reply, a whole batch of nodes
-				if in.opts.keepData {
-					data = bytes.Clone(data)
-				}
-				decoded[i] = in.decode(names[i], data, &st)
-			}
-		})
-	}
-	wg.Wait()
 	now := time.Now()
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	if len(in.entries) == 0 {
+		in.entries = make(map[string]*entry, len(names)) // a first load: no growing
+	}
 	for i, n := range names {
 		switch r := &reads[i]; {
 		case !keep[i]:
@@ -356,8 +366,9 @@ const (
 // readNodes reads the children names of dir over conn: with multiRead in
 // batches when bulk, else one getData each, at most concurrency in flight.
 // A node's own error (gone, an ACL) is its Read's Err; seqs are the stream
-// positions of the replies.
-func readNodes(ctx context.Context, conn *zkwire.Conn, dir string, names []string, bulk bool, concurrency int) ([]zkwire.Read, []uint64, error) {
+// positions of the replies. Each batch (or single read), once in, goes to
+// got with the index of its first read, on the goroutine that read it.
+func readNodes(ctx context.Context, conn *zkwire.Conn, dir string, names []string, bulk bool, concurrency int, got func([]zkwire.Read, int)) ([]zkwire.Read, []uint64, error) {
 	reads := make([]zkwire.Read, len(names))
 	seqs := make([]uint64, len(names))
 	var mu sync.Mutex
@@ -395,6 +406,7 @@ func readNodes(ctx context.Context, conn *zkwire.Conn, dir string, names []strin
 				for i := lo; i < hi; i++ {
 					seqs[i] = r.Seq
 				}
+				got(reads[lo:hi], lo)
 			})
 		}
 		wg.Wait()
@@ -418,6 +430,7 @@ func readNodes(ctx context.Context, conn *zkwire.Conn, dir string, names []strin
 					fail(err)
 					return
 				}
+				got(reads[i:i+1], i)
 			}
 		})
 	}

@@ -675,7 +675,7 @@ func (in *Instancer) decode(name string, data []byte, stat *zk.Stat) *entry {
 		in.logger.Warn("skipping malformed node", "path", path.Join(in.dir, name), "err", err)
 		return &entry{czxid: stat.Czxid, version: stat.Version}
 	}
-	inst.Path = path.Join(in.dir, name)
+	inst.Path = in.dir + "/" + name // a child name has no '/': nothing for path.Join to clean
 	inst.Czxid, inst.Version, inst.EphemeralOwner = stat.Czxid, stat.Version, stat.EphemeralOwner
 	return &entry{inst: inst, ok: true, czxid: stat.Czxid, version: stat.Version, pub: in.render(inst)}
 }
