@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"path"
 	"strconv"
@@ -412,15 +413,18 @@ func (c *Client) Servers() []string { return append([]string(nil), c.servers...)
 
 func (c *Client) dispatch(ev SessionEvent) {
 	c.logger.Debug("session event", "state", ev.State.String(), "session", ev.SessionID, "server", ev.Server)
+	c.mu.Lock()
 	if ev.State == StateHasSession {
-		c.mu.Lock()
 		c.sessions++
-		again := c.sessions > 1 // the first connection has no watches to re-send
-		c.mu.Unlock()
-		if again {
+		if c.sessions > 1 { // the first connection has no watches to re-send
 			c.settleUntil.Store(time.Now().Add(reconnectSettle).UnixNano())
 		}
+	} else if c.sessions > 0 {
+		// Stored under mu, so that a late event of the old connection
+		// cannot overwrite the new one's deadline out of order.
+		c.settleUntil.Store(settlePending)
 	}
+	c.mu.Unlock()
 	if c.opts.onEvent != nil {
 		c.opts.onEvent(ev)
 	}
@@ -438,23 +442,40 @@ func (c *Client) dispatch(ev SessionEvent) {
 // awaitSettled waits, within ctx, until a new connection's watch re-send
 // had reconnectSettle to go first, so that no request of ours is the
 // response go-zookeeper's receive loop writes its last zxid for while the
-// re-send reads it (go-zookeeper/zk#35). Calls made while disconnected wait
-// in go-zookeeper's queue and go out at once on reconnect, so every write
-// path of ours asks this first.
+// re-send reads it (go-zookeeper/zk#35). A call made while disconnected
+// would wait in go-zookeeper's queue and go out the moment the connection
+// returns, before its session event reached us: so from a disconnect on
+// (settlePending) calls wait for the new connection, then for it to settle.
+// Every call path of ours asks this first.
 func (c *Client) awaitSettled(ctx context.Context) error {
-	left := time.Until(time.Unix(0, c.settleUntil.Load()))
-	if left <= 0 {
-		return nil
-	}
-	t := time.NewTimer(left)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	for {
+		until := c.settleUntil.Load()
+		wait := settlePoll
+		if until != settlePending {
+			if wait = time.Until(time.Unix(0, until)); wait <= 0 {
+				return nil
+			}
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-c.done:
+			t.Stop()
+			return zk.ErrClosing
+		}
 	}
 }
+
+// settlePending is settleUntil while the connection is down after a
+// session: not settled before the next one is up. settlePoll is how often
+// a waiting call looks again.
+const (
+	settlePending = math.MaxInt64
+	settlePoll    = 10 * time.Millisecond
+)
 
 // subscribe registers f for session events until the returned func is
 // called. f must not block.
