@@ -555,6 +555,11 @@ func (c *Client) full(p string) string {
 // container is set, p itself are CONTAINER nodes, as Curator creates them,
 // falling back to persistent nodes on servers older than 3.5.
 func (c *Client) ensurePath(ctx context.Context, p string, container bool) error {
+	// As every call of ours: not out of go-zookeeper's queue the moment a
+	// connection returns (see awaitSettled).
+	if err := c.awaitSettled(ctx); err != nil {
+		return err
+	}
 	full := c.full(p)
 	parts := strings.Split(strings.TrimPrefix(full, "/"), "/")
 	cur := ""
@@ -636,10 +641,13 @@ func (c *Client) Close() {
 		close(c.done)
 		c.conn.Close()
 	}
-	c.ahead.close()
+	deadline := time.Now().Add(closeWait)
+	if !c.ahead.close(closeWait) {
+		c.logger.Warn("the watch session dialled ahead did not end in time", "wait", closeWait)
+	}
 	// go-zookeeper can block for good in its request flush when calls are
 	// in flight at Close; bound the wait rather than hang the caller.
-	t := time.NewTimer(closeWait)
+	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	select {
 	case <-c.drained:

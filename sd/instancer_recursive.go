@@ -313,6 +313,12 @@ func (in *Instancer) readAndStore(w recWork, names []string, full bool) error {
 	// most of the client's work in a load. Reads later dropped by settle
 	// cost a decode for nothing, which is rare.
 	decode := func(reads []zkwire.Read, lo int) {
+		if len(reads) < 2*recDecodeMin {
+			for j := range reads {
+				decodeOne(lo+j, &reads[j])
+			}
+			return
+		}
 		var next atomic.Int64
 		var wg sync.WaitGroup
 		for range min(runtime.GOMAXPROCS(0), len(reads)/recDecodeMin+1) {

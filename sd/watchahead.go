@@ -112,13 +112,22 @@ func (a *watchAhead) take(ctx context.Context, route func(uint64, zkwire.Watcher
 	return a.conn
 }
 
-// close ends a session nobody took and waits for the goroutine.
-func (a *watchAhead) close() {
+// close ends a session nobody took and waits for the goroutine, at most
+// wait: a caller's dialer may not be interruptible; the goroutine then
+// closes what it dialled itself when the dial returns.
+func (a *watchAhead) close(wait time.Duration) bool {
 	if a == nil {
-		return
+		return true
 	}
 	a.cancel()
-	<-a.finished
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-a.finished:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // dialWatch opens a read-only session to addr for persistent watches,

@@ -189,10 +189,21 @@ func (ws *watchSession) open(attempt int) (*zkwire.Conn, map[*recFeed]*zkwire.Ca
 		}
 	}
 	added := conn.Send(zkwire.OpAddWatch, zkwire.AddWatchBody(ws.root, zkwire.ModePersistentRecursive))
-	lists := map[*recFeed]*zkwire.Call{}
+	// Sent outside ws.mu: a write may block on a stalled server, while the
+	// read goroutine needs ws.mu to route. A feed that subscribes meanwhile
+	// gets no listing and lists anew.
+	type sub struct {
+		dir string
+		f   *recFeed
+	}
+	var subs []sub
 	ws.mu.Lock()
-	ws.each(func(dir string, f *recFeed) { lists[f] = conn.Send(zkwire.OpGetChildren, zkwire.GetChildrenBody(dir)) })
+	ws.each(func(dir string, f *recFeed) { subs = append(subs, sub{dir, f}) })
 	ws.mu.Unlock()
+	lists := make(map[*recFeed]*zkwire.Call, len(subs))
+	for _, x := range subs {
+		lists[x.f] = conn.Send(zkwire.OpGetChildren, zkwire.GetChildrenBody(x.dir))
+	}
 	_, err := added.Wait(ctx)
 	if code := zkwire.Code(err); code != 0 && code != zkwire.CodeNoAuth {
 		err = errors.Join(errAddWatchRefused, err)
@@ -251,18 +262,23 @@ func (f *recFeed) poke() {
 	}
 }
 
+// up hands f a new session. The ops noted so far are the new session's
+// own (down dropped the old one's): its notifications are routed from
+// addWatch on, and some may have come after the listing sent ahead was
+// answered, so they stay to be applied after the re-read.
 func (f *recFeed) up(conn *zkwire.Conn, gen uint64, list *zkwire.Call) {
 	f.mu.Lock()
-	// The re-read that a new session asks for covers every earlier op.
 	f.conn, f.gen, f.full, f.list = conn, gen, true, list
-	clear(f.ops)
 	f.mu.Unlock()
 	f.poke()
 }
 
+// down drops the session; nothing of it is routed any more, and the
+// re-read of the next one covers every op noted on this one.
 func (f *recFeed) down() {
 	f.mu.Lock()
 	f.conn, f.lost, f.list = nil, true, nil
+	clear(f.ops)
 	f.mu.Unlock()
 	f.poke()
 }
@@ -301,7 +317,14 @@ func (f *recFeed) take() recWork {
 		w.list = f.list // waited for once, by this work
 	}
 	f.full, f.lost, f.events, f.list = false, false, 0, nil
-	if f.conn != nil && len(f.ops) > 0 {
+	switch {
+	case f.conn == nil || len(f.ops) == 0:
+	case w.full:
+		// A re-read ignores ops, and its listing may be older than some
+		// of them: they stay (settle weighs them against the reads) and
+		// are applied right after it.
+		f.poke()
+	default:
 		w.ops, f.ops = f.ops, map[string]recOp{}
 	}
 	return w

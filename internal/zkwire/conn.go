@@ -69,10 +69,6 @@ var ErrClosed = errors.New("zkwire: connection closed")
 // Dial connects, makes a new session and authenticates, all within ctx
 // and the session timeout, and starts the Conn's read and ping goroutines.
 func Dial(ctx context.Context, cfg Config) (*Conn, error) {
-	dial := cfg.Dial
-	if dial == nil {
-		dial = net.DialTimeout
-	}
 	timeout := cfg.SessionTimeout
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
 		timeout = time.Until(dl)
@@ -80,7 +76,15 @@ func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 	if timeout <= 0 {
 		return nil, context.DeadlineExceeded
 	}
-	nc, err := dial("tcp", cfg.Addr, timeout)
+	var nc net.Conn
+	var err error
+	if cfg.Dial != nil {
+		nc, err = cfg.Dial("tcp", cfg.Addr, timeout)
+	} else {
+		// DialContext: a Close of the owner ends a dial to a server that
+		// drops SYNs at once, not at the timeout.
+		nc, err = (&net.Dialer{Timeout: timeout}).DialContext(ctx, "tcp", cfg.Addr)
+	}
 	if err != nil {
 		return nil, err
 	}

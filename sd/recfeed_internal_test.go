@@ -1,0 +1,61 @@
+package sd
+
+import (
+	"testing"
+
+	"github.com/gracekit/gracekit/internal/zkwire"
+)
+
+// The listing that a new session sends right behind addWatch may be
+// answered before notifications that are routed to the feed ahead of its
+// re-read; those must outlive the re-read, which ignores ops, or a node
+// created just then is never read (found in review).
+func TestANotificationAfterTheListingSentAheadOutlivesTheReRead(t *testing.T) {
+	created := zkwire.WatcherEvent{Type: zkwire.EventNodeCreated, Path: "/services/pay/c"}
+	for _, tc := range []struct {
+		name string
+		run  func(f *recFeed, conn *zkwire.Conn)
+	}{
+		{"routed before up", func(f *recFeed, conn *zkwire.Conn) {
+			f.event(7, created)
+			f.up(conn, 1, nil)
+		}},
+		{"routed between up and the re-read", func(f *recFeed, conn *zkwire.Conn) {
+			f.up(conn, 1, nil)
+			f.event(7, created)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, conn := newRecFeed(), &zkwire.Conn{}
+			tc.run(f, conn)
+			<-f.wake
+			w := f.take()
+			if !w.full || len(w.ops) != 0 {
+				t.Fatalf("first work: full=%v ops=%v, want a re-read with the ops left in the feed", w.full, w.ops)
+			}
+			select {
+			case <-f.wake:
+			default:
+				t.Fatal("the feed was not woken for the ops it kept")
+			}
+			w = f.take()
+			if w.full || len(w.ops) != 1 {
+				t.Fatalf("after the re-read: full=%v ops=%v, want the creation of c", w.full, w.ops)
+			}
+			if op, ok := w.ops["c"]; !ok || op.del {
+				t.Fatalf("ops %v, want c to be read", w.ops)
+			}
+		})
+	}
+	// What was noted on a session that went away is covered by the next
+	// session's re-read.
+	f := newRecFeed()
+	f.up(&zkwire.Conn{}, 1, nil)
+	f.take()
+	f.event(3, created)
+	f.down()
+	f.up(&zkwire.Conn{}, 2, nil)
+	if w := f.take(); !w.full || len(w.ops) != 0 || len(f.ops) != 0 {
+		t.Fatalf("after down and up: full=%v ops=%v kept=%v, want a clean re-read", w.full, w.ops, f.ops)
+	}
+}
