@@ -21,6 +21,7 @@ import (
 
 	"github.com/gracekit/gracekit/consumer"
 	"github.com/gracekit/gracekit/grpcresolver"
+	"github.com/gracekit/gracekit/internal/assemblytest"
 	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/sd"
 	"github.com/gracekit/gracekit/zktest"
@@ -89,15 +90,7 @@ func startConsumer(t *testing.T, zkc *zktest.Cluster) *consumer.Consumer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := consumer.New(sess)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Stop(context.Background()) })
-	return c
+	return assemblytest.StartConsumer(t, sess)
 }
 
 func newBuilder(t *testing.T, c *consumer.Consumer, opts ...grpcresolver.Option) *grpcresolver.Builder {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gracekit/gracekit/consumer"
 	"github.com/gracekit/gracekit/endpoint"
+	"github.com/gracekit/gracekit/internal/assemblytest"
 	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/provider"
 	"github.com/gracekit/gracekit/sd"
@@ -83,14 +84,7 @@ func startGateway(t *testing.T, zkc *zktest.Cluster) *gateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := consumer.New(sess)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	c := assemblytest.StartConsumer(t, sess)
 	f, err := endpoint.NewHTTPFactory(http.MethodGet, "/work",
 		func(context.Context, *http.Request, any) error { return nil },
 		func(_ context.Context, r *http.Response) (any, error) {

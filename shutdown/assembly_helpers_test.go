@@ -16,6 +16,7 @@ import (
 
 	"github.com/gracekit/gracekit/consumer"
 	"github.com/gracekit/gracekit/endpoint"
+	"github.com/gracekit/gracekit/internal/assemblytest"
 	"github.com/gracekit/gracekit/internal/testutil"
 	gkprovider "github.com/gracekit/gracekit/provider" // this package has a provider type
 	"github.com/gracekit/gracekit/sd"
@@ -102,14 +103,7 @@ func startGateway(t *testing.T, zkc *zktest.Cluster, service string) *gateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := consumer.New(sess)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	c := assemblytest.StartConsumer(t, sess)
 	g := &gateway{}
 	if g.call, err = c.Endpoint(context.Background(), service, f.Factory, consumer.WithRetry(endpoint.Attempts(3))); err != nil {
 		t.Fatal(err)
