@@ -182,7 +182,7 @@ func (r *ccResolver) update(in *sd.Instancer, err error) (wait time.Duration) {
 func (r *ccResolver) push(insts []sd.Instance) {
 	addrs := make([]resolver.Address, len(insts))
 	for i, inst := range insts {
-		addrs[i] = resolver.Address{Addr: inst.HostPort(), Attributes: attributes.New(instanceKey{}, instanceValue{inst})}
+		addrs[i] = resolver.Address{Addr: inst.GRPCHostPort(), Attributes: attributes.New(instanceKey{}, instanceValue{inst})}
 	}
 	if r.pushed && equalAddrs(addrs, r.last) {
 		return

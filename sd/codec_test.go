@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gracekit/gracekit/sd"
+	"github.com/gracekit/gracekit/zktest"
 )
 
 func fixture(t *testing.T, name string) []byte {
@@ -252,4 +253,19 @@ func TestUnreachableEnsembleIsAClearError(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "check the connect string") {
 		t.Fatalf("err = %v", err)
 	}
+}
+
+// A provider serving HTTP and gRPC on two ports registers the gRPC one in
+// the metadata; PublishGRPCAddresses publishes it, for a gRPC Endpointer.
+func TestPublishGRPCAddressesPublishesTheGRPCPort(t *testing.T) {
+	c := zktest.New(t)
+	provider, consumer := newClient(t, c), newClient(t, c)
+	both := instance("dual", 8080)
+	both.Metadata = map[string]string{sd.MetadataGRPCPort: "9090"}
+	register(t, provider, both)
+	register(t, provider, instance("dual", 8081)) // gRPC only: its Port is the gRPC one
+	_, ch := newInstancer(t, consumer, "dual", sd.PublishGRPCAddresses())
+	waitSet(t, ch, "127.0.0.1:9090", "127.0.0.1:8081")
+	_, plain := newInstancer(t, consumer, "dual")
+	waitSet(t, plain, "127.0.0.1:8080", "127.0.0.1:8081")
 }

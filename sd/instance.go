@@ -68,6 +68,17 @@ func (i Instance) HostPort() string {
 	return string(b)
 }
 
+// GRPCHostPort is where the instance serves gRPC: its address with the
+// port registered under MetadataGRPCPort, which a provider serving HTTP
+// and gRPC on two ports sets beside its HTTP Port; HostPort when there is
+// none (or it is not a port).
+func (i Instance) GRPCHostPort() string {
+	if p, err := strconv.Atoi(i.Metadata[MetadataGRPCPort]); err == nil && p > 0 && p <= 65535 {
+		return Instance{Address: i.Address, Port: p}.HostPort()
+	}
+	return i.HostPort()
+}
+
 // URI builds the instance's URI from its uriSpec the way Curator's
 // UriSpec.build does: {scheme} is https when an SSL port is set, {port} is
 // the plain port (the SSL one when there is none), {ssl-port} the SSL one.

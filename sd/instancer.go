@@ -40,6 +40,7 @@ type instancerOptions struct {
 	codec       Codec
 	logger      *slog.Logger
 	uris        bool
+	grpcAddrs   bool
 	concurrency int
 	tombTTL     time.Duration
 	metrics     InstancerMetrics
@@ -57,6 +58,13 @@ func (f instancerOptionFunc) applyInstancer(o *instancerOptions) error { return 
 // uriSpec (e.g. "https://10.0.0.13:8080") instead of "host:port".
 func PublishURIs() InstancerOption {
 	return instancerOptionFunc(func(o *instancerOptions) error { o.uris = true; return nil })
+}
+
+// PublishGRPCAddresses makes the Instancer publish each instance's gRPC
+// "host:port" (Instance.GRPCHostPort): for a go-kit gRPC Endpointer over a
+// service whose providers serve HTTP and gRPC on two ports.
+func PublishGRPCAddresses() InstancerOption {
+	return instancerOptionFunc(func(o *instancerOptions) error { o.grpcAddrs = true; return nil })
 }
 
 // FetchConcurrency sets how many node reads are in flight during a load

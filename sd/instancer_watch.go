@@ -739,8 +739,11 @@ func (in *Instancer) publishLocked() {
 func (in *Instancer) Published(inst Instance) string { return in.render(inst) }
 
 func (in *Instancer) render(inst Instance) string {
-	if in.opts.uris {
+	switch {
+	case in.opts.uris:
 		return inst.URI()
+	case in.opts.grpcAddrs:
+		return inst.GRPCHostPort()
 	}
 	return inst.HostPort()
 }
