@@ -253,6 +253,10 @@ func (k *Catalog) runPerNode() {
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval, bo.MaxInterval = 50*time.Millisecond, 5*time.Second
 	for {
+		// As every call of ours (see Client.awaitSettled).
+		if k.c.awaitSettled(k.ctx) != nil {
+			return
+		}
 		names, _, ch, err := k.c.conn.ChildrenW(k.base)
 		if errors.Is(err, zk.ErrNoNode) {
 			var ok bool
@@ -261,11 +265,11 @@ func (k *Catalog) runPerNode() {
 				continue // created in between
 			}
 		}
+		var t *time.Timer
 		var wait <-chan time.Time
 		if err != nil {
-			t := time.NewTimer(bo.NextBackOff())
+			t = time.NewTimer(bo.NextBackOff())
 			wait = t.C
-			defer t.Stop()
 		} else {
 			bo.Reset()
 			set := map[string]bool{}
@@ -276,9 +280,14 @@ func (k *Catalog) runPerNode() {
 		}
 		select {
 		case <-k.ctx.Done():
-			return
 		case <-ch:
 		case <-wait:
+		}
+		if t != nil {
+			t.Stop()
+		}
+		if k.ctx.Err() != nil {
+			return
 		}
 	}
 }

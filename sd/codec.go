@@ -292,7 +292,7 @@ func decodeCurator(service, child string, data []byte, keep bool, shared *metaCa
 	}
 	// No buffer for the uriSpec: one on the stack escapes through the
 	// scanner's callback, and Spring's spec, nearly every node's, needs none.
-	v, ok := scanCurator(data, nil)
+	v, ok := scanCurator(data)
 	if !ok {
 		// Anything but the plain shape Curator writes (escapes, keys in
 		// another case, duplicates, a type mismatch, invalid JSON) goes to

@@ -43,12 +43,12 @@ var (
 	partKnown    = []string{"value", "variable"}
 )
 
-// scanCurator reads data as scanner says above. spec is a buffer for the
-// uriSpec's text, when it is not Spring's (which is defaultURISpec).
+// scanCurator reads data as scanner says above. A uriSpec other than
+// Spring's (which is defaultURISpec) is rebuilt in a buffer of its own.
 // defaultURISpec is DefaultURISpec as the uriSpec of a view.
 var defaultURISpec = []byte(DefaultURISpec)
 
-func scanCurator(data, spec []byte) (curatorView, bool) {
+func scanCurator(data []byte) (curatorView, bool) {
 	var v curatorView
 	s := scanner{b: data}
 	ok := s.object(curatorKnown, func(f int, _ []byte) bool {
@@ -81,7 +81,7 @@ func scanCurator(data, spec []byte) (curatorView, bool) {
 				v.uriSpec = defaultURISpec // shared, never written to
 				return true
 			}
-			return s.uriSpec(&v, spec)
+			return s.uriSpec(&v, nil)
 		}
 		return s.skip()
 	})

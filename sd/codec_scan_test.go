@@ -181,7 +181,7 @@ func TestCuratorScanReadsThePlainShapeItself(t *testing.T) {
 	}
 	seeds = append(seeds, enc, []byte(`{"name":"svc","id":"a","address":"h","port":1,"x":{"a":[1,"}",{"b":null}]}}`))
 	for _, data := range seeds {
-		if _, ok := scanCurator(data, nil); !ok {
+		if _, ok := scanCurator(data); !ok {
 			t.Errorf("scanner gave up on %s", data)
 		}
 	}

@@ -251,10 +251,12 @@ func (in *Instancer) applyRecursive(w recWork, due map[string]bool) error {
 // ones and the unreadable ones whose retry is due.
 func (in *Instancer) applyOps(w recWork, due map[string]bool) error {
 	var names []string
+	deleted := false
 	in.mu.Lock()
 	for n, op := range w.ops {
 		if op.del {
 			in.forgetLocked(n, in.entries[n])
+			deleted = true
 		} else {
 			names = append(names, n)
 		}
@@ -264,8 +266,8 @@ func (in *Instancer) applyOps(w recWork, due map[string]bool) error {
 			names = append(names, n)
 		}
 	}
-	if len(w.ops) > 0 {
-		in.publishLocked()
+	if deleted {
+		in.publishLocked() // a deletion leaves at once, before the reads
 	}
 	in.mu.Unlock()
 	if len(names) == 0 {

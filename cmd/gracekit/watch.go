@@ -35,7 +35,7 @@ const (
 
 // reconnectSettle lets go-zookeeper re-send its watches after a reconnect
 // before we read (go-zookeeper/zk#35; see sd's reconnectSettle).
-const reconnectSettle = 100 * time.Millisecond
+const reconnectSettle = 250 * time.Millisecond // sd's value, which 100 ms failed in CI
 
 // watchEvent is one line of watch -o json.
 type watchEvent struct {
