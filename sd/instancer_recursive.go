@@ -311,11 +311,12 @@ func (in *Instancer) readAndStore(w recWork, names []string, full bool) error {
 		decoded[i] = in.decode(names[i], data, &st)
 	}
 	// Each batch is decoded as soon as it arrives, while the server still
-	// sends the next ones, and over the cores: decoding Curator JSON is
-	// most of the client's work in a load. Reads later dropped by settle
-	// cost a decode for nothing, which is rare.
-	decode := func(reads []zkwire.Read, lo int) {
-		if len(reads) < 2*recDecodeMin {
+	// sends the next ones, on this batch's goroutine alone: the server
+	// needs a core to produce them. The last one to arrive is decoded over
+	// every core, as nothing else is left to wait for. Reads later dropped
+	// by settle cost a decode for nothing, which is rare.
+	decode := func(reads []zkwire.Read, lo int, more bool) {
+		if more || len(reads) < 2*recDecodeMin {
 			for j := range reads {
 				decodeOne(lo+j, &reads[j])
 			}
@@ -367,16 +368,24 @@ func (in *Instancer) readAndStore(w recWork, names []string, full bool) error {
 
 // Reads per multiRead request, and the reads worth another decoding core.
 const (
+	recBatchMin  = 64
 	recBatch     = 1000
 	recDecodeMin = 16
 )
+
+// recBatchFor is the multiRead batch of a read of n nodes: at least four
+// batches when n allows, so that all but the last are decoded while the
+// server still produces the rest (it answers a session's requests one at a
+// time), and little decoding is left once it is done.
+func recBatchFor(n int) int { return min(recBatch, max(recBatchMin, (n+3)/4)) }
 
 // readNodes reads the children names of dir over conn: with multiRead in
 // batches when bulk, else one getData each, at most concurrency in flight.
 // A node's own error (gone, an ACL) is its Read's Err; seqs are the stream
 // positions of the replies. Each batch (or single read), once in, goes to
-// got with the index of its first read, on the goroutine that read it.
-func readNodes(ctx context.Context, conn *zkwire.Conn, dir string, names []string, bulk bool, concurrency int, got func([]zkwire.Read, int)) ([]zkwire.Read, []uint64, error) {
+// got with the index of its first read, on the goroutine that read it;
+// more says whether replies are still to come.
+func readNodes(ctx context.Context, conn *zkwire.Conn, dir string, names []string, bulk bool, concurrency int, got func(reads []zkwire.Read, lo int, more bool)) ([]zkwire.Read, []uint64, error) {
 	reads := make([]zkwire.Read, len(names))
 	seqs := make([]uint64, len(names))
 	var mu sync.Mutex
@@ -389,15 +398,19 @@ func readNodes(ctx context.Context, conn *zkwire.Conn, dir string, names []strin
 		mu.Unlock()
 	}
 	var wg sync.WaitGroup
+	var left atomic.Int64 // replies still to come
 	if bulk {
-		for lo := 0; lo < len(names); lo += recBatch {
-			hi := min(lo+recBatch, len(names))
+		batch := recBatchFor(len(names))
+		left.Store(int64((len(names) + batch - 1) / batch))
+		for lo := 0; lo < len(names); lo += batch {
+			hi := min(lo+batch, len(names))
 			wg.Go(func() {
 				paths := make([]string, hi-lo)
 				for i, n := range names[lo:hi] {
 					paths[i] = path.Join(dir, n)
 				}
 				r, err := conn.Do(ctx, zkwire.OpMultiRead, zkwire.MultiGetDataBody(paths))
+				more := left.Add(-1) > 0
 				if err != nil {
 					fail(err)
 					return
@@ -414,17 +427,19 @@ func readNodes(ctx context.Context, conn *zkwire.Conn, dir string, names []strin
 				for i := lo; i < hi; i++ {
 					seqs[i] = r.Seq
 				}
-				got(reads[lo:hi], lo)
+				got(reads[lo:hi], lo, more)
 			})
 		}
 		wg.Wait()
 		return reads, seqs, firstErr
 	}
+	left.Store(int64(len(names)))
 	var next atomic.Int64
 	for range min(concurrency, len(names)) {
 		wg.Go(func() {
 			for i := int(next.Add(1) - 1); i < len(names); i = int(next.Add(1) - 1) {
 				r, err := conn.Do(ctx, zkwire.OpGetData, zkwire.GetDataBody(path.Join(dir, names[i])))
+				more := left.Add(-1) > 0
 				if code := zkwire.Code(err); code != 0 {
 					reads[i], seqs[i] = zkwire.Read{Err: code}, r.Seq
 					continue
@@ -438,7 +453,7 @@ func readNodes(ctx context.Context, conn *zkwire.Conn, dir string, names []strin
 					fail(err)
 					return
 				}
-				got(reads[i:i+1], i)
+				got(reads[i:i+1], i, more)
 			}
 		})
 	}

@@ -123,14 +123,21 @@ func (ws *watchSession) run() {
 	defer close(ws.done)
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval, bo.MaxInterval = watchRetryMin, watchRetryMax
-	t := time.NewTimer(0)
-	defer t.Stop()
+	// retry is nil when the next attempt goes at once (the first one, and
+	// the one after a lost session): a timer's hop would be a scheduler
+	// round on the path of every load.
+	var retry <-chan time.Time
 	for attempt := 0; ; attempt++ {
-		select {
-		case <-ws.ctx.Done():
+		if retry != nil {
+			select {
+			case <-ws.ctx.Done():
+				return
+			case <-retry:
+			}
+		} else if ws.ctx.Err() != nil {
 			return
-		case <-t.C:
 		}
+		retry = nil
 		conn, lists, err := ws.open(attempt)
 		if errors.Is(err, errAddWatchRefused) {
 			ws.logger.Info("persistent watches refused; using a watch per node", "err", err)
@@ -145,7 +152,7 @@ func (ws *watchSession) run() {
 				return
 			}
 			ws.logger.Debug("watch session failed; retrying", "err", err)
-			t.Reset(bo.NextBackOff())
+			retry = time.After(bo.NextBackOff())
 			continue
 		}
 		bo.Reset()
@@ -165,7 +172,6 @@ func (ws *watchSession) run() {
 		ws.conn = nil
 		ws.each(func(_ string, f *recFeed) { f.down() })
 		ws.mu.Unlock()
-		t.Reset(0)
 	}
 }
 
