@@ -19,6 +19,7 @@ import (
 
 	"github.com/gracekit/gracekit/consumer"
 	"github.com/gracekit/gracekit/grpcresolver"
+	"github.com/gracekit/gracekit/internal/assemblytest"
 	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/sd"
 	"github.com/gracekit/gracekit/shutdown/flush"
@@ -391,10 +392,20 @@ func TestResolveNowDoesNotBlockNorRepushAnUnchangedSet(t *testing.T) {
 func TestCloseLeavesNothingRunningAndIsIdempotent(t *testing.T) {
 	zkc := zktest.New(t)
 	startBackend(t, zkc, "q1", nil)
-	c := startConsumer(t, zkc)
+	sess, err := sd.NewSession(zkc.ConnectString(), sd.SessionTimeout(4*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := assemblytest.StartConsumer(t, sess)
 	if _, err := c.Instancer(context.Background(), service); err != nil {
 		t.Fatal(err)
 	}
+	// The client's own session follows the first load: in the baseline.
+	cl, err := sess.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the consumer client's own session", func() bool { return cl.SessionID() != 0 })
 	b := newBuilder(t, c, grpcresolver.LoadTimeout(time.Hour))
 	base := goleak.IgnoreCurrent()
 

@@ -257,10 +257,10 @@ func (k *Catalog) runPerNode() {
 		if k.c.awaitSettled(k.ctx) != nil {
 			return
 		}
-		names, _, ch, err := k.c.conn.ChildrenW(k.base)
+		names, _, ch, err := k.c.zk().ChildrenW(k.base)
 		if errors.Is(err, zk.ErrNoNode) {
 			var ok bool
-			ok, _, ch, err = k.c.conn.ExistsW(k.base)
+			ok, _, ch, err = k.c.zk().ExistsW(k.base)
 			if err == nil && ok {
 				continue // created in between
 			}

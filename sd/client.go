@@ -215,6 +215,10 @@ type Client struct {
 	drained   chan struct{}   // closed when the zk event channel is closed
 	done      chan struct{}   // closed by Close
 
+	firstUp     chan struct{} // closed on the first StateHasSession
+	zkWanted    chan struct{} // closed by wantSession
+	zkReady     chan struct{} // closed once conn is set (nil only if that failed)
+	wantOnce    sync.Once
 	ahead       *watchAhead  // nil when WatchSessionAhead(false)
 	sessions    int          // StateHasSession events seen
 	settleUntil atomic.Int64 // unix nanos: a new connection's watch re-send is settling until then
@@ -300,7 +304,13 @@ func zkValidPath(p string) error {
 }
 
 // NewClient connects to the ensemble in connect ("host:port,...[/chroot]")
-// and waits until a session is established or the connect timeout passes.
+// and waits until a server gave a session or the connect timeout passes.
+// Without DigestAuth or a chroot, that session is the watch session opened
+// ahead (WatchSessionAhead), and the Client's own, which holds its
+// ephemeral nodes, is dialled when first needed (a Registrar call, a
+// per-node Instancer, a Catalog), once an Instancer finished its first
+// load, or within a second: a consumer's first load then pays for one
+// handshake, not two. Calls that need the Client's own session wait for it.
 func NewClient(connect string, opts ...ClientOption) (*Client, error) {
 	o := clientOptions{
 		sessionTimeout: DefaultSessionTimeout,
@@ -318,12 +328,15 @@ func NewClient(connect string, opts ...ClientOption) (*Client, error) {
 	}
 	c := &Client{
 		servers: servers, chroot: chroot, opts: o,
-		logger:  o.logger.With("component", "sd.client"),
-		subs:    map[int]func(SessionEvent){},
-		nodes:   map[string]map[int]func(zk.Event){},
-		drained: make(chan struct{}),
-		done:    make(chan struct{}),
-		acl:     zk.WorldACL(zk.PermAll),
+		logger:   o.logger.With("component", "sd.client"),
+		subs:     map[int]func(SessionEvent){},
+		nodes:    map[string]map[int]func(zk.Event){},
+		drained:  make(chan struct{}),
+		done:     make(chan struct{}),
+		firstUp:  make(chan struct{}),
+		zkWanted: make(chan struct{}),
+		zkReady:  make(chan struct{}),
+		acl:      zk.WorldACL(zk.PermAll),
 	}
 	if o.user != "" {
 		c.acl = append(zk.WorldACL(zk.PermRead), zk.DigestACL(zk.PermAll, o.user, o.password)...)
@@ -335,54 +348,94 @@ func NewClient(connect string, opts ...ClientOption) (*Client, error) {
 	if dialer == nil {
 		dialer = net.DialTimeout
 	}
-	dialer = bufferedDialer(dialer)
 	hp := &hostProvider{logger: c.logger}
-	conn, events, err := zk.Connect(servers, o.sessionTimeout,
-		zk.WithLogger(zkLogger{c.logger}),
-		zk.WithLogInfo(false),
-		zk.WithDialer(zk.Dialer(dialer)),
-		zk.WithHostProvider(hp),
-		zk.WithEventCallback(func(ev zk.Event) {
-			if ev.Type != zk.EventSession {
-				c.route(ev)
-				return
-			}
-			if ev.State == zk.StateHasSession {
-				readyOnce.Do(func() { close(ready) })
-			}
-			c.dispatch(SessionEvent{State: stateOf(ev.State), SessionID: c.SessionID(), Server: ev.Server, Time: time.Now()})
-		}))
-	if err != nil {
-		return nil, fmt.Errorf("sd: connect %v: %w", servers, err)
-	}
-	c.conn = conn
-	c.connp.Store(conn)
+	// A Client without credentials or chroot needs nothing of its own
+	// session to load an Instancer: the watch session opened ahead goes
+	// first, and NewClient returns with it. go-zookeeper's first dial waits
+	// until something needs its session (any call of ours, see
+	// awaitSettled; a per-node Instancer), an Instancer finished its first
+	// load, or zkGrace passed: on a small machine its handshake (a logged
+	// transaction on the server, megabytes of buffers here) would slow
+	// that load by a third.
+	aheadFirst := !o.noWatchAhead && o.user == "" && chroot == ""
 	if !o.noWatchAhead {
-		// To the server go-zookeeper dials first (Connect ran Init).
+		// Init before Connect, to dial ahead the server go-zookeeper
+		// dials first (Connect's Init keeps the order).
+		if err := hp.Init(servers); err != nil {
+			return nil, fmt.Errorf("sd: connect %v: %w", servers, err)
+		}
 		c.ahead = c.openAhead(hp.first())
 	}
-	// Events also go to this channel, which drops them when full; drain it
-	// so zk never blocks, and learn from its close that zk's goroutines ended.
-	go func() {
-		for range events {
+	dialer = bufferedDialer(dialer)
+	dialZK := func() error {
+		conn, events, err := zk.Connect(servers, o.sessionTimeout,
+			zk.WithLogger(zkLogger{c.logger}),
+			zk.WithLogInfo(false),
+			zk.WithDialer(zk.Dialer(dialer)),
+			zk.WithHostProvider(hp),
+			zk.WithEventCallback(func(ev zk.Event) {
+				if ev.Type != zk.EventSession {
+					c.route(ev)
+					return
+				}
+				if ev.State == zk.StateHasSession {
+					readyOnce.Do(func() { close(ready) })
+				}
+				c.dispatch(SessionEvent{State: stateOf(ev.State), SessionID: c.SessionID(), Server: ev.Server, Time: time.Now()})
+			}))
+		if err != nil {
+			return fmt.Errorf("sd: connect %v: %w", servers, err)
 		}
-		close(c.drained)
-	}()
-
+		c.conn = conn
+		c.connp.Store(conn)
+		// Events also go to this channel, which drops them when full; drain
+		// it so zk never blocks, and learn from its close that zk's
+		// goroutines ended.
+		go func() {
+			for range events {
+			}
+			close(c.drained)
+		}()
+		return nil
+	}
+	if aheadFirst {
+		c.settleUntil.Store(settlePending)
+		go c.connectWhenWanted(dialZK)
+	} else {
+		c.wantSession()
+		err := dialZK()
+		close(c.zkReady)
+		if err != nil {
+			c.ahead.close(closeWait)
+			return nil, err
+		}
+	}
 	if o.user != "" {
-		if err := conn.AddAuth("digest", []byte(o.user+":"+o.password)); err != nil {
+		if err := c.conn.AddAuth("digest", []byte(o.user+":"+o.password)); err != nil {
 			c.Close()
 			return nil, fmt.Errorf("sd: digest auth as %q: %w", o.user, err)
 		}
 	}
 	timer := time.NewTimer(o.connectTimeout)
 	defer timer.Stop()
-	select {
-	case <-ready:
-	case <-timer.C:
-		c.Close()
-		return nil, fmt.Errorf("sd: no ZooKeeper server of %v gave a session within %v: check the connect string and that the ensemble is up: %w",
-			servers, o.connectTimeout, zk.ErrNoServer)
+	var aheadDone <-chan struct{}
+	if aheadFirst {
+		aheadDone = c.ahead.ready
+	}
+	for waiting := true; waiting; {
+		select {
+		case <-ready:
+			waiting = false
+		case <-aheadDone:
+			aheadDone = nil
+			if waiting = c.ahead.failed(); waiting {
+				c.wantSession() // and wait for it
+			}
+		case <-timer.C:
+			c.Close()
+			return nil, fmt.Errorf("sd: no ZooKeeper server of %v gave a session within %v: check the connect string and that the ensemble is up: %w",
+				servers, o.connectTimeout, zk.ErrNoServer)
+		}
 	}
 	if chroot != "" {
 		if err := c.ensurePath(context.Background(), "/", false); err != nil {
@@ -406,7 +459,13 @@ func (c *Client) SessionID() int64 {
 func (c *Client) SessionTimeout() time.Duration { return c.opts.sessionTimeout }
 
 // State is the connection's current state.
-func (c *Client) State() State { return stateOf(c.conn.State()) }
+func (c *Client) State() State {
+	conn := c.zkIfAny()
+	if conn == nil {
+		return StateConnecting
+	}
+	return stateOf(conn.State())
+}
 
 // Servers lists the ensemble members the client knows.
 func (c *Client) Servers() []string { return append([]string(nil), c.servers...) }
@@ -416,8 +475,13 @@ func (c *Client) dispatch(ev SessionEvent) {
 	c.mu.Lock()
 	if ev.State == StateHasSession {
 		c.sessions++
-		if c.sessions > 1 { // the first connection has no watches to re-send
+		if c.sessions > 1 {
 			c.settleUntil.Store(time.Now().Add(reconnectSettle).UnixNano())
+		} else {
+			// The first connection has no watches to re-send; calls
+			// made before it (the watch session went first) go now.
+			c.settleUntil.Store(0)
+			close(c.firstUp)
 		}
 	} else if c.sessions > 0 {
 		// Stored under mu, so that a late event of the old connection
@@ -448,6 +512,7 @@ func (c *Client) dispatch(ev SessionEvent) {
 // (settlePending) calls wait for the new connection, then for it to settle.
 // Every call path of ours asks this first.
 func (c *Client) awaitSettled(ctx context.Context) error {
+	c.wantSession()
 	for {
 		until := c.settleUntil.Load()
 		wait := settlePoll
@@ -456,9 +521,17 @@ func (c *Client) awaitSettled(ctx context.Context) error {
 				return nil
 			}
 		}
+		var first <-chan struct{} // the first session, until it came
+		select {
+		case <-c.firstUp:
+		default:
+			first = c.firstUp
+		}
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
+		case <-first:
+			t.Stop()
 		case <-ctx.Done():
 			t.Stop()
 			return ctx.Err()
@@ -538,7 +611,10 @@ func (c *Client) route(ev zk.Event) {
 }
 
 // Connected reports whether the client has a session and a connection now.
-func (c *Client) Connected() bool { return c.conn.State() == zk.StateHasSession }
+func (c *Client) Connected() bool {
+	conn := c.zkIfAny()
+	return conn != nil && conn.State() == zk.StateHasSession
+}
 
 // full maps a client path to the server path under the chroot.
 func (c *Client) full(p string) string {
@@ -580,12 +656,12 @@ func (c *Client) ensurePath(ctx context.Context, p string, container bool) error
 		// permission) or plant a fake one beside it.
 		var err error
 		if useContainer {
-			_, err = c.conn.CreateContainer(cur, nil, zk.FlagContainer, c.acl)
+			_, err = c.zk().CreateContainer(cur, nil, zk.FlagContainer, c.acl)
 			if errors.Is(err, zk.ErrUnknown) || errors.Is(err, zk.ErrAPIError) || errors.Is(err, zk.ErrInvalidFlags) {
-				_, err = c.conn.Create(cur, nil, 0, c.acl)
+				_, err = c.zk().Create(cur, nil, 0, c.acl)
 			}
 		} else {
-			_, err = c.conn.Create(cur, nil, 0, c.acl)
+			_, err = c.zk().Create(cur, nil, 0, c.acl)
 		}
 		if errors.Is(err, zk.ErrNodeExists) {
 			c.checkParentACL(cur)
@@ -616,7 +692,7 @@ func (c *Client) checkParentACL(p string) {
 	if seen {
 		return
 	}
-	acl, _, err := c.conn.GetACL(p)
+	acl, _, err := c.zk().GetACL(p)
 	if err != nil {
 		return
 	}
@@ -639,7 +715,10 @@ func (c *Client) Close() {
 	c.mu.Unlock()
 	if !already {
 		close(c.done)
-		c.conn.Close()
+		<-c.zkReady // at once: connectWhenWanted sees done
+		if c.conn != nil {
+			c.conn.Close()
+		}
 	}
 	deadline := time.Now().Add(closeWait)
 	if !c.ahead.close(closeWait) {
@@ -679,6 +758,50 @@ func bufferedDialer(d DialFunc) DialFunc {
 			return nil, err
 		}
 		return &bufferedConn{Conn: c, r: bufio.NewReaderSize(c, 64<<10)}, nil
+	}
+}
+
+// zkGrace is how long the Client's own session waits for a reason to be
+// dialled (see NewClient) at most.
+var zkGrace = time.Second // a var for the tests
+
+// wantSession lets the Client dial its own session.
+func (c *Client) wantSession() { c.wantOnce.Do(func() { close(c.zkWanted) }) }
+
+// connectWhenWanted creates the go-zookeeper connection once wantSession
+// was called or zkGrace passed, and at once when the Client is closed
+// first (Close then closes it before it dialled: a Client always has one).
+// connect cannot fail here: the servers resolved for the watch session.
+func (c *Client) connectWhenWanted(connect func() error) {
+	defer close(c.zkReady)
+	t := time.NewTimer(zkGrace)
+	defer t.Stop()
+	select {
+	case <-c.zkWanted:
+	case <-t.C:
+	case <-c.done:
+	}
+	if err := connect(); err != nil {
+		c.logger.Error("the client's own session could not be set up", "err", err)
+		close(c.drained)
+	}
+}
+
+// zk is the Client's own connection (go-zookeeper), which may still be
+// dialling its session; asking for it is a reason to dial (see NewClient).
+func (c *Client) zk() *zk.Conn {
+	c.wantSession()
+	<-c.zkReady
+	return c.conn
+}
+
+// zkIfAny is the connection when it was created, else nil.
+func (c *Client) zkIfAny() *zk.Conn {
+	select {
+	case <-c.zkReady:
+		return c.conn
+	default:
+		return nil
 	}
 }
 

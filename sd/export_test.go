@@ -32,6 +32,14 @@ func AheadDone(c *Client) bool {
 	}
 }
 
+// SetZKGrace sets how long a Client's own session waits for a reason to
+// be dialled; the returned func restores it.
+func SetZKGrace(d time.Duration) (restore func()) {
+	old := zkGrace
+	zkGrace = d
+	return func() { zkGrace = old }
+}
+
 // SetWatchAheadIdle shortens how long an untaken watch session ahead is
 // kept; the returned func restores it.
 func SetWatchAheadIdle(d time.Duration) (restore func()) {

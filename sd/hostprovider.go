@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"sync"
 	"time"
 )
@@ -26,6 +27,7 @@ type hostProvider struct {
 	mu         sync.Mutex
 	servers    []string // resolved host:port
 	unresolved []string // host:port whose host did not resolve
+	given      []string // what Init was given
 	curr, last int
 }
 
@@ -55,7 +57,15 @@ func (hp *hostProvider) resolve(servers []string) (found, failed []string, errs 
 }
 
 // Init implements zk.HostProvider: it fails only when no name resolves.
+// Called again with the same servers (NewClient's Init, then Connect's),
+// it keeps the order it chose.
 func (hp *hostProvider) Init(servers []string) error {
+	hp.mu.Lock()
+	again := hp.servers != nil && sameSet(servers, hp.given)
+	hp.mu.Unlock()
+	if again {
+		return nil
+	}
 	found, failed, errs := hp.resolve(servers)
 	if len(found) == 0 {
 		return fmt.Errorf("sd: no server of %v resolves (%v): check the connect string's host names", servers, errs)
@@ -66,9 +76,18 @@ func (hp *hostProvider) Init(servers []string) error {
 	rand.Shuffle(len(found), func(i, j int) { found[i], found[j] = found[j], found[i] })
 	hp.mu.Lock()
 	defer hp.mu.Unlock()
-	hp.servers, hp.unresolved = found, failed
+	hp.servers, hp.unresolved, hp.given = found, failed, servers
 	hp.curr, hp.last = -1, -1
 	return nil
+}
+
+// sameSet tells whether a and b hold the same servers in any order
+// (go-zookeeper shuffles the list it passes).
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
 }
 
 // first is the server Next hands out first after Init.

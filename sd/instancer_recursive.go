@@ -84,6 +84,7 @@ func (in *Instancer) feed() {
 		}
 	}
 	in.mode.Store(int32(WatchPerNode))
+	in.c.wantSession()
 	in.logger.Info("watching the service with a watch per node", "mode", WatchPerNode.String())
 	unsub := in.c.subscribe(in.onSession)
 	defer unsub()

@@ -326,6 +326,7 @@ func (in *Instancer) apply(w *changes) error {
 
 // markLoadedLocked records that the published set was read from ZooKeeper.
 func (in *Instancer) markLoadedLocked() {
+	in.c.wantSession() // the load is done: the Client's own session may come
 	select {
 	case <-in.loaded:
 	default:
@@ -362,9 +363,9 @@ func (in *Instancer) list(w *changes) error {
 	var names []string
 	var err error
 	if arm {
-		names, _, _, err = in.c.conn.ChildrenW(in.dir)
+		names, _, _, err = in.c.zk().ChildrenW(in.dir)
 	} else {
-		names, _, err = in.c.conn.Children(in.dir)
+		names, _, err = in.c.zk().Children(in.dir)
 	}
 	if err != nil && arm {
 		in.mu.Lock()
@@ -380,9 +381,9 @@ func (in *Instancer) list(w *changes) error {
 		var exists bool
 		var eerr error
 		if armExist {
-			exists, _, _, eerr = in.c.conn.ExistsW(in.dir) // sets a watch either way
+			exists, _, _, eerr = in.c.zk().ExistsW(in.dir) // sets a watch either way
 		} else {
-			exists, _, eerr = in.c.conn.Exists(in.dir)
+			exists, _, eerr = in.c.zk().Exists(in.dir)
 		}
 		if eerr != nil {
 			if armExist {
@@ -574,9 +575,9 @@ func (in *Instancer) arm(name string) (*zk.Stat, error) {
 	var stat *zk.Stat
 	var err error
 	if armed {
-		exists, stat, err = in.c.conn.Exists(p)
+		exists, stat, err = in.c.zk().Exists(p)
 	} else {
-		exists, stat, _, err = in.c.conn.ExistsW(p)
+		exists, stat, _, err = in.c.zk().ExistsW(p)
 	}
 	if err == nil && !exists {
 		err = zk.ErrNoNode
@@ -597,9 +598,9 @@ func (in *Instancer) read(name string) ([]byte, *zk.Stat, error) {
 	in.mu.Unlock()
 	p := path.Join(in.dir, name)
 	if !arm {
-		return in.c.conn.Get(p)
+		return in.c.zk().Get(p)
 	}
-	data, stat, _, err := in.c.conn.GetW(p)
+	data, stat, _, err := in.c.zk().GetW(p)
 	if err != nil {
 		in.mu.Lock()
 		delete(in.watched, name) // no watch is set on an error

@@ -221,7 +221,7 @@ func (in *Instancer) openBulkAhead() *bulkSession {
 }
 
 func (in *Instancer) openBulk() *bulkSession {
-	return openBulk(in.ctx, in.c.opts.dialer, in.c.conn.Server(), in.c.SessionTimeout())
+	return openBulk(in.ctx, in.c.opts.dialer, in.c.zk().Server(), in.c.SessionTimeout())
 }
 
 const (

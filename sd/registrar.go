@@ -328,7 +328,7 @@ func (r *Registrar) RegisterContext(ctx context.Context) error {
 		// Wait for the holder's node to go (or the connection to return).
 		if watch == nil {
 			_ = r.call(ctx, func() error {
-				_, _, ch, werr := r.c.conn.ExistsW(r.c.full(r.path))
+				_, _, ch, werr := r.c.zk().ExistsW(r.c.full(r.path))
 				if werr == nil {
 					watch = ch
 				}
@@ -421,7 +421,7 @@ func (r *Registrar) ensure(ctx context.Context) error {
 		return fmt.Errorf("sd: register %s: %w", r.path, zk.ErrConnectionClosed)
 	}
 	var stat *zk.Stat
-	err := r.call(ctx, func() (err error) { _, stat, err = r.c.conn.Get(full); return err })
+	err := r.call(ctx, func() (err error) { _, stat, err = r.c.zk().Get(full); return err })
 	switch {
 	case ctx.Err() != nil:
 		return ctx.Err()
@@ -444,7 +444,7 @@ func (r *Registrar) ensure(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	err = r.call(ctx, func() error { _, err := r.c.conn.Create(full, data, zk.FlagEphemeral, r.c.acl); return err })
+	err = r.call(ctx, func() error { _, err := r.c.zk().Create(full, data, zk.FlagEphemeral, r.c.acl); return err })
 	if err != nil {
 		if errors.Is(err, zk.ErrNoNode) { // the container parent was reaped meanwhile
 			if perr := r.ensureParents(ctx); perr != nil {
@@ -457,7 +457,7 @@ func (r *Registrar) ensure(ctx context.Context) error {
 		}
 		return fmt.Errorf("sd: create %s: %w", r.path, err)
 	}
-	err = r.call(ctx, func() (err error) { _, stat, err = r.c.conn.Exists(full); return err })
+	err = r.call(ctx, func() (err error) { _, stat, err = r.c.zk().Exists(full); return err })
 	if err != nil {
 		return fmt.Errorf("sd: read %s: %w", r.path, err)
 	}
@@ -593,7 +593,7 @@ func (r *Registrar) reconcile(ctx context.Context, watch *<-chan zk.Event) error
 	}
 	if *watch == nil {
 		err := r.call(ctx, func() error {
-			_, _, ch, err := r.c.conn.ExistsW(r.c.full(r.path))
+			_, _, ch, err := r.c.zk().ExistsW(r.c.full(r.path))
 			if err == nil {
 				*watch = ch
 			}
@@ -619,7 +619,7 @@ func (r *Registrar) writeStatus(ctx context.Context) error {
 		r.mu.Unlock()
 		var data []byte
 		var stat *zk.Stat
-		err := r.call(ctx, func() (err error) { data, stat, err = r.c.conn.Get(full); return err })
+		err := r.call(ctx, func() (err error) { data, stat, err = r.c.zk().Get(full); return err })
 		if err != nil {
 			return fmt.Errorf("sd: set status of %s: %w", r.path, err)
 		}
@@ -642,7 +642,7 @@ func (r *Registrar) writeStatus(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		err = r.call(ctx, func() error { _, err := r.c.conn.Set(full, out, stat.Version); return err })
+		err = r.call(ctx, func() error { _, err := r.c.zk().Set(full, out, stat.Version); return err })
 		if errors.Is(err, zk.ErrBadVersion) && attempt < 5 {
 			continue
 		}
@@ -714,14 +714,14 @@ func (r *Registrar) DeregisterContext(ctx context.Context) error {
 	for {
 		var ok bool
 		var stat *zk.Stat
-		err := r.call(ctx, func() (err error) { ok, stat, err = r.c.conn.Exists(full); return err })
+		err := r.call(ctx, func() (err error) { ok, stat, err = r.c.zk().Exists(full); return err })
 		if err != nil {
 			return fmt.Errorf("sd: deregister %s: %w", r.path, err)
 		}
 		if !ok || stat.EphemeralOwner != r.c.SessionID() {
 			return nil // gone, or another session's: not ours to delete
 		}
-		err = r.call(ctx, func() error { return r.c.conn.Delete(full, stat.Version) })
+		err = r.call(ctx, func() error { return r.c.zk().Delete(full, stat.Version) })
 		if errors.Is(err, zk.ErrBadVersion) {
 			continue
 		}

@@ -17,10 +17,10 @@ var watchAheadIdle = 5 * time.Second // a var for the tests
 const watchAheadWait = time.Second
 
 // WatchSessionAhead sets whether NewClient opens the read-only session of
-// the first persistent watch beside its own (default true). Both
-// handshakes then run at once, and the first Instancer or Catalog built on
-// the Client loads without waiting for a second one. A Client that watches
-// nothing within 5 s closes it; one that only registers can say false.
+// the first persistent watch before its own (default true; see NewClient),
+// so that the first Instancer or Catalog built on the Client loads without
+// waiting for another handshake. A Client that watches nothing within 5 s
+// closes it; one that only registers can say false.
 func WatchSessionAhead(on bool) ClientOption {
 	return clientOptionFunc(func(o *clientOptions) error { o.noWatchAhead = !on; return nil })
 }
@@ -83,6 +83,13 @@ func (c *Client) openAhead(addr string) *watchAhead {
 		}
 	}()
 	return a
+}
+
+// failed tells, once ready is closed, whether the dial failed.
+func (a *watchAhead) failed() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.conn == nil
 }
 
 // take hands the session to a watchSession whose notifications go to

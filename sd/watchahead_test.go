@@ -40,6 +40,8 @@ func TestTheFirstInstancerTakesTheWatchSessionOpenedAhead(t *testing.T) {
 	if _, taken := sd.AheadSession(consumer); !taken {
 		t.Fatal("the Instancer did not take the watch session opened ahead")
 	}
+	// Wanted once the load is done.
+	testutil.WaitFor(t, "the consumer's own session", func() bool { return consumer.SessionID() != 0 })
 	var added []int64
 	for _, id := range sessions(t, c) {
 		if !slices.Contains(before, id) {
@@ -68,6 +70,7 @@ func TestAWatchSessionAheadNobodyTakesIsClosed(t *testing.T) {
 	testutil.WaitFor(t, "the untaken session ahead closed on the server", func() bool {
 		return !slices.Contains(sessions(t, c), ahead)
 	})
+	testutil.WaitFor(t, "the client's own session", func() bool { return cl.SessionID() != 0 }) // within zkGrace
 	if !slices.Contains(sessions(t, c), cl.SessionID()) {
 		t.Fatal("the client's own session went too")
 	}
@@ -120,5 +123,53 @@ func TestADeadServerAheadStillLoads(t *testing.T) {
 		in.Stop()
 		cl.Close()
 		return
+	}
+}
+
+// A consumer's first load runs on the watch session alone: NewClient
+// returns with it, and the Client's own session is dialled once the load
+// is done. A Registrar's call needs the Client's own session and has it
+// dialled at once.
+func TestAConsumerLoadsOnTheWatchSessionAlone(t *testing.T) {
+	defer sd.SetZKGrace(time.Hour)()
+	c := zktest.New(t)
+	provider := newClient(t, c, sd.WatchSessionAhead(false))
+	register(t, provider, instance("pay", 9001))
+	before := sessions(t, c)
+	added := func() (ids []int64) {
+		for _, id := range sessions(t, c) {
+			if !slices.Contains(before, id) {
+				ids = append(ids, id)
+			}
+		}
+		slices.Sort(ids)
+		return ids
+	}
+
+	consumer := newClient(t, c)
+	ahead, _ := sd.AheadSession(consumer)
+	if ahead == 0 {
+		t.Fatal("NewClient returned without the watch session")
+	}
+	if id, st := consumer.SessionID(), consumer.State(); id != 0 || st == sd.StateHasSession {
+		t.Fatalf("the client's own session was dialled before anything needed it: %#x, %v", id, st)
+	}
+	if got := added(); !slices.Equal(got, []int64{ahead}) {
+		t.Fatalf("sessions the consumer added before its load: %#x, want only the watch session %#x", got, ahead)
+	}
+	_, ch := newInstancer(t, consumer, "pay")
+	waitSet(t, ch, "127.0.0.1:9001")
+	testutil.WaitFor(t, "the consumer's own session, after its load", func() bool { return consumer.SessionID() != 0 })
+
+	// Without the call's wish, this would wait for zkGrace: an hour.
+	before = sessions(t, c)
+	other := newClient(t, c)
+	r := register(t, other, instance("pay", 9002))
+	_, st, err := testutil.ZKConn(t, c.Addrs()).Get(r.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.EphemeralOwner == 0 || st.EphemeralOwner != other.SessionID() {
+		t.Fatalf("node owned by %#x, want the client's own session %#x", st.EphemeralOwner, other.SessionID())
 	}
 }

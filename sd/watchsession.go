@@ -185,7 +185,10 @@ func (ws *watchSession) open(attempt int) (*zkwire.Conn, map[*recFeed]*zkwire.Ca
 	defer cancel()
 	conn := ws.c.ahead.take(ctx, ws.route)
 	if conn == nil {
-		addr := ws.c.conn.Server()
+		addr := ""
+		if zc := ws.c.zkIfAny(); zc != nil {
+			addr = zc.Server()
+		}
 		if attempt > 0 || addr == "" {
 			addr = ws.c.servers[attempt%len(ws.c.servers)]
 		}
