@@ -374,11 +374,11 @@ const (
 	recDecodeMin = 16
 )
 
-// recBatchFor is the multiRead batch of a read of n nodes: at least four
+// recBatchFor is the multiRead batch of a read of n nodes: at least eight
 // batches when n allows, so that all but the last are decoded while the
 // server still produces the rest (it answers a session's requests one at a
 // time), and little decoding is left once it is done.
-func recBatchFor(n int) int { return min(recBatch, max(recBatchMin, (n+3)/4)) }
+func recBatchFor(n int) int { return min(recBatch, max(recBatchMin, (n+7)/8)) }
 
 // readNodes reads the children names of dir over conn: with multiRead in
 // batches when bulk, else one getData each, at most concurrency in flight.
@@ -398,42 +398,48 @@ func readNodes(ctx context.Context, conn *zkwire.Conn, dir string, names []strin
 		}
 		mu.Unlock()
 	}
-	var wg sync.WaitGroup
-	var left atomic.Int64 // replies still to come
 	if bulk {
+		// Every batch goes out at once, from here: the server answers a
+		// session's requests in order, so waiting for each in turn waits
+		// for nothing, and no goroutine per batch grows a stack to decode.
+		prefix := dir + "/"
+		if dir == "/" {
+			prefix = dir
+		}
 		batch := recBatchFor(len(names))
-		left.Store(int64((len(names) + batch - 1) / batch))
+		var calls []*zkwire.Call
 		for lo := 0; lo < len(names); lo += batch {
 			hi := min(lo+batch, len(names))
-			wg.Go(func() {
-				paths := make([]string, hi-lo)
-				for i, n := range names[lo:hi] {
-					paths[i] = path.Join(dir, n)
-				}
-				r, err := conn.Do(ctx, zkwire.OpMultiRead, zkwire.MultiGetDataBody(paths))
-				more := left.Add(-1) > 0
-				if err != nil {
-					fail(err)
-					return
-				}
-				res, err := zkwire.ParseMultiGetData(r.Body)
-				if err == nil && len(res) != len(paths) {
-					err = fmt.Errorf("sd: multiRead: %d results for %d reads", len(res), len(paths))
-				}
-				if err != nil {
-					fail(err)
-					return
-				}
-				copy(reads[lo:hi], res)
-				for i := lo; i < hi; i++ {
-					seqs[i] = r.Seq
-				}
-				got(reads[lo:hi], lo, more)
-			})
+			paths := make([]string, hi-lo)
+			for i, n := range names[lo:hi] {
+				paths[i] = prefix + n // a child name has no '/'
+			}
+			calls = append(calls, conn.Send(zkwire.OpMultiRead, zkwire.MultiGetDataBody(paths)))
 		}
-		wg.Wait()
-		return reads, seqs, firstErr
+		for k, call := range calls {
+			lo := k * batch
+			hi := min(lo+batch, len(names))
+			r, err := call.Wait(ctx)
+			if err != nil {
+				return nil, nil, err
+			}
+			res, err := zkwire.ParseMultiGetData(r.Body)
+			if err == nil && len(res) != hi-lo {
+				err = fmt.Errorf("sd: multiRead: %d results for %d reads", len(res), hi-lo)
+			}
+			if err != nil {
+				return nil, nil, err
+			}
+			copy(reads[lo:hi], res)
+			for i := lo; i < hi; i++ {
+				seqs[i] = r.Seq
+			}
+			got(reads[lo:hi], lo, k < len(calls)-1)
+		}
+		return reads, seqs, nil
 	}
+	var wg sync.WaitGroup
+	var left atomic.Int64 // replies still to come
 	left.Store(int64(len(names)))
 	var next atomic.Int64
 	for range min(concurrency, len(names)) {

@@ -448,7 +448,9 @@ func (in *Instancer) bulkLoad(w *changes, s *bulkSession) bool {
 		names = append(names, n)
 	}
 	if s == nil {
-		s = in.openBulk()
+		if s = in.openBulk(); s == nil {
+			return false
+		}
 		defer s.close()
 	}
 	decoded, err := in.bulkDecode(s, names)

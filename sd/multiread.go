@@ -220,7 +220,13 @@ func (in *Instancer) openBulkAhead() *bulkSession {
 	return in.openBulk()
 }
 
+// openBulk dials the server of the Client's own session, where the
+// watches are armed after the bulk read: it waits for that session, which
+// NewClient may not have dialled yet.
 func (in *Instancer) openBulk() *bulkSession {
+	if in.c.awaitSettled(in.ctx) != nil {
+		return nil
+	}
 	return openBulk(in.ctx, in.c.opts.dialer, in.c.zk().Server(), in.c.SessionTimeout())
 }
 
