@@ -374,11 +374,13 @@ const (
 	recDecodeMin = 16
 )
 
-// recBatchFor is the multiRead batch of a read of n nodes: at least eight
+// recBatchFor is the multiRead batch of a read of n nodes: at least four
 // batches when n allows, so that all but the last are decoded while the
 // server still produces the rest (it answers a session's requests one at a
-// time), and little decoding is left once it is done.
-func recBatchFor(n int) int { return min(recBatch, max(recBatchMin, (n+7)/8)) }
+// time), and little decoding is left once it is done. More batches cost
+// the server more than they save: 8 × 125 reads took it 0.7 ms longer
+// than one of 1,000, 4 × 250 only 0.2 ms.
+func recBatchFor(n int) int { return min(recBatch, max(recBatchMin, (n+3)/4)) }
 
 // readNodes reads the children names of dir over conn: with multiRead in
 // batches when bulk, else one getData each, at most concurrency in flight.
