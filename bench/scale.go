@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -174,6 +175,16 @@ func connectOurs(c *zktest.Cluster) (func(string) (func(), int, error), func(), 
 	cl, err := sd.NewClient(c.ConnectString(), sd.SessionTimeout(30*time.Second))
 	if err != nil {
 		return nil, nil, err
+	}
+	// NewClient returned with the watch session; the client's own follows
+	// within a second (sd.NewClient). Both are the client's fixed cost,
+	// which the footprint leaves out, as it does go-kit's session.
+	for deadline := time.Now().Add(10 * time.Second); cl.SessionID() == 0; {
+		if time.Now().After(deadline) {
+			cl.Close()
+			return nil, nil, errors.New("the client's own session did not come within 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	start := func(service string) (func(), int, error) {
 		in, err := sd.NewInstancer(cl, service, ourOptions()...)
