@@ -173,3 +173,33 @@ func TestAConsumerLoadsOnTheWatchSessionAlone(t *testing.T) {
 		t.Fatalf("node owned by %#x, want the client's own session %#x", st.EphemeralOwner, other.SessionID())
 	}
 }
+
+// A Client closed before anything needed its own session never dials it:
+// no session of it is left on the server, nor appears after Close.
+func TestCloseBeforeTheOwnSessionDialsNone(t *testing.T) {
+	defer sd.SetZKGrace(time.Hour)()
+	c := zktest.New(t)
+	before := sessions(t, c)
+	cl, err := sd.NewClient(c.ConnectString(), sd.SessionTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.Close()
+	cl.Close()
+	left := func() (ids []int64) {
+		for _, id := range sessions(t, c) {
+			if !slices.Contains(before, id) {
+				ids = append(ids, id)
+			}
+		}
+		return ids
+	}
+	testutil.WaitFor(t, "the watch session closed on the server", func() bool { return len(left()) == 0 })
+	time.Sleep(300 * time.Millisecond) // a dial after Close would show by now
+	if ids := left(); len(ids) != 0 {
+		t.Fatalf("sessions after Close: %#x", ids)
+	}
+	if st := cl.State(); st == sd.StateHasSession {
+		t.Fatalf("a closed client reports %v", st)
+	}
+}
