@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -295,6 +294,10 @@ func (in *Instancer) readAndStore(w recWork, names []string, full bool) error {
 		known[i] = in.entries[n]
 	}
 	in.mu.Unlock()
+	paths := make([]string, len(names)) // for the requests and the instances
+	for i, n := range names {
+		paths[i] = in.dir + "/" + n // a child name has no '/'
+	}
 	decoded := make([]*entry, len(names))
 	decodeOne := func(i int, r *zkwire.Read) {
 		if r.Err != 0 {
@@ -309,7 +312,7 @@ func (in *Instancer) readAndStore(w recWork, names []string, full bool) error {
 		if in.opts.keepData {
 			data = bytes.Clone(data)
 		}
-		decoded[i] = in.decode(names[i], data, &st)
+		decoded[i] = in.decodeAt(names[i], paths[i], data, &st)
 	}
 	// Each batch is decoded as soon as it arrives, while the server still
 	// sends the next ones, on this batch's goroutine alone: the server
@@ -334,7 +337,7 @@ func (in *Instancer) readAndStore(w recWork, names []string, full bool) error {
 		}
 		wg.Wait()
 	}
-	reads, seqs, err := readNodes(in.ctx, w.conn, in.dir, names, bulk, in.opts.concurrency, decode)
+	reads, seqs, err := readNodes(in.ctx, w.conn, paths, bulk, in.opts.concurrency, decode)
 	if err != nil {
 		return fmt.Errorf("sd: read %s: %w", in.dir, err)
 	}
@@ -382,15 +385,15 @@ const (
 // than one of 1,000, 4 × 250 only 0.2 ms.
 func recBatchFor(n int) int { return min(recBatch, max(recBatchMin, (n+3)/4)) }
 
-// readNodes reads the children names of dir over conn: with multiRead in
+// readNodes reads the nodes at paths over conn: with multiRead in
 // batches when bulk, else one getData each, at most concurrency in flight.
 // A node's own error (gone, an ACL) is its Read's Err; seqs are the stream
 // positions of the replies. Each batch (or single read), once in, goes to
 // got with the index of its first read, on the goroutine that read it;
 // more says whether replies are still to come.
-func readNodes(ctx context.Context, conn *zkwire.Conn, dir string, names []string, bulk bool, concurrency int, got func(reads []zkwire.Read, lo int, more bool)) ([]zkwire.Read, []uint64, error) {
-	reads := make([]zkwire.Read, len(names))
-	seqs := make([]uint64, len(names))
+func readNodes(ctx context.Context, conn *zkwire.Conn, paths []string, bulk bool, concurrency int, got func(reads []zkwire.Read, lo int, more bool)) ([]zkwire.Read, []uint64, error) {
+	reads := make([]zkwire.Read, len(paths))
+	seqs := make([]uint64, len(paths))
 	var mu sync.Mutex
 	var firstErr error
 	fail := func(err error) {
@@ -404,23 +407,14 @@ func readNodes(ctx context.Context, conn *zkwire.Conn, dir string, names []strin
 		// Every batch goes out at once, from here: the server answers a
 		// session's requests in order, so waiting for each in turn waits
 		// for nothing, and no goroutine per batch grows a stack to decode.
-		prefix := dir + "/"
-		if dir == "/" {
-			prefix = dir
-		}
-		batch := recBatchFor(len(names))
+		batch := recBatchFor(len(paths))
 		var calls []*zkwire.Call
-		for lo := 0; lo < len(names); lo += batch {
-			hi := min(lo+batch, len(names))
-			paths := make([]string, hi-lo)
-			for i, n := range names[lo:hi] {
-				paths[i] = prefix + n // a child name has no '/'
-			}
-			calls = append(calls, conn.Send(zkwire.OpMultiRead, zkwire.MultiGetDataBody(paths)))
+		for lo := 0; lo < len(paths); lo += batch {
+			calls = append(calls, conn.Send(zkwire.OpMultiRead, zkwire.MultiGetDataBody(paths[lo:min(lo+batch, len(paths))])))
 		}
 		for k, call := range calls {
 			lo := k * batch
-			hi := min(lo+batch, len(names))
+			hi := min(lo+batch, len(paths))
 			r, err := call.Wait(ctx)
 			if err != nil {
 				return nil, nil, err
@@ -442,12 +436,12 @@ func readNodes(ctx context.Context, conn *zkwire.Conn, dir string, names []strin
 	}
 	var wg sync.WaitGroup
 	var left atomic.Int64 // replies still to come
-	left.Store(int64(len(names)))
+	left.Store(int64(len(paths)))
 	var next atomic.Int64
-	for range min(concurrency, len(names)) {
+	for range min(concurrency, len(paths)) {
 		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < len(names); i = int(next.Add(1) - 1) {
-				r, err := conn.Do(ctx, zkwire.OpGetData, zkwire.GetDataBody(path.Join(dir, names[i])))
+			for i := int(next.Add(1) - 1); i < len(paths); i = int(next.Add(1) - 1) {
+				r, err := conn.Do(ctx, zkwire.OpGetData, zkwire.GetDataBody(paths[i]))
 				more := left.Add(-1) > 0
 				if code := zkwire.Code(err); code != 0 {
 					reads[i], seqs[i] = zkwire.Read{Err: code}, r.Seq

@@ -669,6 +669,11 @@ func (in *Instancer) nextReread() (time.Duration, bool) {
 }
 
 func (in *Instancer) decode(name string, data []byte, stat *zk.Stat) *entry {
+	return in.decodeAt(name, in.dir+"/"+name, data, stat) // a child name has no '/'
+}
+
+// decodeAt is decode with the node's path, a string the caller holds already.
+func (in *Instancer) decodeAt(name, nodePath string, data []byte, stat *zk.Stat) *entry {
 	inst, err := readNode(in.opts.codec, in.service, name, data, in.opts.keepData, &in.meta)
 	if err != nil {
 		in.malformed.Add(1)
@@ -678,7 +683,7 @@ func (in *Instancer) decode(name string, data []byte, stat *zk.Stat) *entry {
 		in.logger.Warn("skipping malformed node", "path", path.Join(in.dir, name), "err", err)
 		return &entry{czxid: stat.Czxid, version: stat.Version}
 	}
-	inst.Path = in.dir + "/" + name // a child name has no '/': nothing for path.Join to clean
+	inst.Path = nodePath
 	inst.Czxid, inst.Version, inst.EphemeralOwner = stat.Czxid, stat.Version, stat.EphemeralOwner
 	return &entry{inst: inst, ok: true, czxid: stat.Czxid, version: stat.Version, pub: in.render(inst)}
 }
