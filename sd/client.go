@@ -458,7 +458,8 @@ func (c *Client) SessionID() int64 {
 // SessionTimeout is the session timeout the client asked for.
 func (c *Client) SessionTimeout() time.Duration { return c.opts.sessionTimeout }
 
-// State is the connection's current state.
+// State is the current state of the Client's own connection:
+// StateConnecting too while that has not been dialled yet (see NewClient).
 func (c *Client) State() State {
 	conn := c.zkIfAny()
 	if conn == nil {
