@@ -216,6 +216,7 @@ type Client struct {
 	done      chan struct{}   // closed by Close
 
 	firstUp     chan struct{} // closed on the first StateHasSession
+	firstServer string        // the one dialled first ("" without a session ahead)
 	zkWanted    chan struct{} // closed by wantSession
 	zkReady     chan struct{} // closed once conn is set (nil only if that failed)
 	wantOnce    sync.Once
@@ -364,9 +365,10 @@ func NewClient(connect string, opts ...ClientOption) (*Client, error) {
 		if err := hp.Init(servers); err != nil {
 			return nil, fmt.Errorf("sd: connect %v: %w", servers, err)
 		}
-		c.ahead = c.openAhead(hp.first())
+		c.firstServer = hp.first()
+		c.ahead = c.openAhead(c.firstServer)
 	}
-	dialer = bufferedDialer(dialer)
+	dialer = bufferedDialer(refuseAfter(dialer, c.done))
 	dialZK := func() error {
 		conn, events, err := zk.Connect(servers, o.sessionTimeout,
 			zk.WithLogger(zkLogger{c.logger}),
@@ -400,7 +402,7 @@ func NewClient(connect string, opts ...ClientOption) (*Client, error) {
 	}
 	if aheadFirst {
 		c.settleUntil.Store(settlePending)
-		go c.connectWhenWanted(dialZK)
+		go c.connectWhenWanted(dialZK, zkGrace)
 	} else {
 		c.wantSession()
 		err := dialZK()
@@ -418,16 +420,25 @@ func NewClient(connect string, opts ...ClientOption) (*Client, error) {
 	}
 	timer := time.NewTimer(o.connectTimeout)
 	defer timer.Stop()
-	var aheadDone <-chan struct{}
+	var aheadSlow <-chan time.Time
+	var aheadUp <-chan struct{}
 	if aheadFirst {
-		aheadDone = c.ahead.ready
+		aheadUp = c.ahead.ready
+		// A first server that does not answer must not hold the Client's
+		// own session, which tries the others, back by zkGrace.
+		slow := time.NewTimer(aheadPatience)
+		defer slow.Stop()
+		aheadSlow = slow.C
 	}
 	for waiting := true; waiting; {
 		select {
 		case <-ready:
 			waiting = false
-		case <-aheadDone:
-			aheadDone = nil
+		case <-aheadSlow:
+			aheadSlow = nil
+			c.wantSession()
+		case <-aheadUp:
+			aheadUp = nil
 			if waiting = c.ahead.failed(); waiting {
 				c.wantSession() // and wait for it
 			}
@@ -769,13 +780,29 @@ var zkGrace = time.Second // a var for the tests
 // wantSession lets the Client dial its own session.
 func (c *Client) wantSession() { c.wantOnce.Do(func() { close(c.zkWanted) }) }
 
+// aheadPatience is how long NewClient waits for the watch session's
+// handshake before it lets the Client's own session dial as well.
+const aheadPatience = 200 * time.Millisecond
+
+// refuseAfter makes d fail once done is closed: go-zookeeper created after
+// Close (see connectWhenWanted) must not make a session on its first dial.
+func refuseAfter(d DialFunc, done <-chan struct{}) DialFunc {
+	return func(network, address string, timeout time.Duration) (net.Conn, error) {
+		select {
+		case <-done:
+			return nil, zk.ErrClosing
+		default:
+		}
+		return d(network, address, timeout)
+	}
+}
+
 // connectWhenWanted creates the go-zookeeper connection once wantSession
-// was called or zkGrace passed, and at once when the Client is closed
-// first (Close then closes it before it dialled: a Client always has one).
-// connect cannot fail here: the servers resolved for the watch session.
-func (c *Client) connectWhenWanted(connect func() error) {
+// was called or grace passed, and at once when the Client is closed first
+// (its dials then fail and Close closes it: a Client always has one).
+func (c *Client) connectWhenWanted(connect func() error, grace time.Duration) {
 	defer close(c.zkReady)
-	t := time.NewTimer(zkGrace)
+	t := time.NewTimer(grace)
 	defer t.Stop()
 	select {
 	case <-c.zkWanted:
@@ -783,8 +810,9 @@ func (c *Client) connectWhenWanted(connect func() error) {
 	case <-c.done:
 	}
 	if err := connect(); err != nil {
-		c.logger.Error("the client's own session could not be set up", "err", err)
-		close(c.drained)
+		// zk.Connect fails only on servers its HostProvider's Init
+		// refuses, and NewClient's own Init of the same servers passed.
+		panic(fmt.Sprintf("sd: go-zookeeper refused servers it accepted: %v", err))
 	}
 }
 

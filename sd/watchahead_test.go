@@ -3,6 +3,7 @@ package sd_test
 import (
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -180,12 +181,21 @@ func TestCloseBeforeTheOwnSessionDialsNone(t *testing.T) {
 	defer sd.SetZKGrace(time.Hour)()
 	c := zktest.New(t)
 	before := sessions(t, c)
-	cl, err := sd.NewClient(c.ConnectString(), sd.SessionTimeout(2*time.Second))
+	var had atomic.Bool
+	cl, err := sd.NewClient(c.ConnectString(), sd.SessionTimeout(2*time.Second),
+		sd.OnSessionEvent(func(ev sd.SessionEvent) {
+			if ev.State == sd.StateHasSession {
+				had.Store(true)
+			}
+		}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cl.Close()
 	cl.Close()
+	if had.Load() {
+		t.Fatal("the client's own session was created, at Close")
+	}
 	left := func() (ids []int64) {
 		for _, id := range sessions(t, c) {
 			if !slices.Contains(before, id) {
@@ -198,6 +208,9 @@ func TestCloseBeforeTheOwnSessionDialsNone(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // a dial after Close would show by now
 	if ids := left(); len(ids) != 0 {
 		t.Fatalf("sessions after Close: %#x", ids)
+	}
+	if had.Load() {
+		t.Fatal("the client's own session was created after Close")
 	}
 	if st := cl.State(); st == sd.StateHasSession {
 		t.Fatalf("a closed client reports %v", st)

@@ -185,8 +185,8 @@ func (ws *watchSession) open(attempt int) (*zkwire.Conn, map[*recFeed]*zkwire.Ca
 	defer cancel()
 	conn := ws.c.ahead.take(ctx, ws.route)
 	if conn == nil {
-		addr := ""
-		if zc := ws.c.zkIfAny(); zc != nil {
+		addr := ws.c.firstServer
+		if zc := ws.c.zkIfAny(); zc != nil && zc.Server() != "" {
 			addr = zc.Server()
 		}
 		if attempt > 0 || addr == "" {
