@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/gracekit/gracekit/internal/assemblytest"
 	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/provider"
 	"github.com/gracekit/gracekit/sd"
@@ -35,7 +36,7 @@ func TestAProviderWithHTTPAndGRPCIsDialledOnItsGRPCPort(t *testing.T) {
 		t.Fatal(err)
 	}
 	httpPort := testutil.FreePort(t)
-	p, err := provider.New(sess, provider.Config{
+	assemblytest.StartProvider(t, sess, provider.Config{
 		Instance:     sd.Instance{Name: service, ID: "q1", Address: "127.0.0.1", Port: httpPort},
 		Server:       &http.Server{Handler: http.NotFoundHandler(), ReadHeaderTimeout: time.Second},
 		Addr:         net.JoinHostPort("127.0.0.1", strconv.Itoa(httpPort)),
@@ -43,17 +44,6 @@ func TestAProviderWithHTTPAndGRPCIsDialledOnItsGRPCPort(t *testing.T) {
 		GRPCListener: grpcLn,
 		Tracker:      tracker,
 		QuietWindow:  50 * time.Millisecond,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = p.Stop(ctx)
 	})
 
 	b := newBuilder(t, startConsumer(t, zkc))

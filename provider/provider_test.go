@@ -54,7 +54,7 @@ func startProviderWith(t *testing.T, zkc *zktest.Cluster, id string, flushURLs [
 		time.Sleep(work)
 		_, _ = io.WriteString(w, id)
 	})
-	p, err := provider.New(sess, provider.Config{
+	return assemblytest.StartProvider(t, sess, provider.Config{
 		Instance:    sd.Instance{Name: "quote", ID: id, Address: "127.0.0.1", Port: ln.Addr().(*net.TCPAddr).Port},
 		Server:      &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},
 		Listener:    ln,
@@ -62,14 +62,6 @@ func startProviderWith(t *testing.T, zkc *zktest.Cluster, id string, flushURLs [
 		QuietWindow: 100 * time.Millisecond,
 		Health:      health,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Stop(context.Background()) })
-	return p
 }
 
 type gateway struct {

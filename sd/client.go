@@ -215,7 +215,7 @@ type Client struct {
 	drained   chan struct{}   // closed when the zk event channel is closed
 	done      chan struct{}   // closed by Close
 
-	firstUp     chan struct{} // closed on the first StateHasSession
+	up          chan struct{} // closed while a session is up; under mu
 	firstServer string        // the one dialled first ("" without a session ahead)
 	zkWanted    chan struct{} // closed by wantSession
 	zkReady     chan struct{} // closed once conn is set (nil only if that failed)
@@ -334,7 +334,7 @@ func NewClient(connect string, opts ...ClientOption) (*Client, error) {
 		nodes:    map[string]map[int]func(zk.Event){},
 		drained:  make(chan struct{}),
 		done:     make(chan struct{}),
-		firstUp:  make(chan struct{}),
+		up:       make(chan struct{}),
 		zkWanted: make(chan struct{}),
 		zkReady:  make(chan struct{}),
 		acl:      zk.WorldACL(zk.PermAll),
@@ -343,8 +343,7 @@ func NewClient(connect string, opts ...ClientOption) (*Client, error) {
 		c.acl = append(zk.WorldACL(zk.PermRead), zk.DigestACL(zk.PermAll, o.user, o.password)...)
 	}
 
-	ready := make(chan struct{})
-	var readyOnce sync.Once
+	ready := c.up // closed by the first session
 	dialer := o.dialer
 	if dialer == nil {
 		dialer = net.DialTimeout
@@ -379,9 +378,6 @@ func NewClient(connect string, opts ...ClientOption) (*Client, error) {
 				if ev.Type != zk.EventSession {
 					c.route(ev)
 					return
-				}
-				if ev.State == zk.StateHasSession {
-					readyOnce.Do(func() { close(ready) })
 				}
 				c.dispatch(SessionEvent{State: stateOf(ev.State), SessionID: c.SessionID(), Server: ev.Server, Time: time.Now()})
 			}))
@@ -493,12 +489,21 @@ func (c *Client) dispatch(ev SessionEvent) {
 			// The first connection has no watches to re-send; calls
 			// made before it (the watch session went first) go now.
 			c.settleUntil.Store(0)
-			close(c.firstUp)
+		}
+		select {
+		case <-c.up:
+		default:
+			close(c.up)
 		}
 	} else if c.sessions > 0 {
 		// Stored under mu, so that a late event of the old connection
 		// cannot overwrite the new one's deadline out of order.
 		c.settleUntil.Store(settlePending)
+		select {
+		case <-c.up:
+			c.up = make(chan struct{})
+		default:
+		}
 	}
 	c.mu.Unlock()
 	if c.opts.onEvent != nil {
@@ -526,24 +531,26 @@ func (c *Client) dispatch(ev SessionEvent) {
 func (c *Client) awaitSettled(ctx context.Context) error {
 	c.wantSession()
 	for {
-		until := c.settleUntil.Load()
-		wait := settlePoll
-		if until != settlePending {
-			if wait = time.Until(time.Unix(0, until)); wait <= 0 {
-				return nil
+		c.mu.Lock()
+		until, up := c.settleUntil.Load(), c.up // stored together by dispatch
+		c.mu.Unlock()
+		if until == settlePending {
+			select {
+			case <-up:
+				continue
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-c.done:
+				return zk.ErrClosing
 			}
 		}
-		var first <-chan struct{} // the first session, until it came
-		select {
-		case <-c.firstUp:
-		default:
-			first = c.firstUp
+		d := time.Until(time.Unix(0, until))
+		if d <= 0 {
+			return nil
 		}
-		t := time.NewTimer(wait)
+		t := time.NewTimer(d)
 		select {
 		case <-t.C:
-		case <-first:
-			t.Stop()
 		case <-ctx.Done():
 			t.Stop()
 			return ctx.Err()
@@ -555,12 +562,8 @@ func (c *Client) awaitSettled(ctx context.Context) error {
 }
 
 // settlePending is settleUntil while the connection is down after a
-// session: not settled before the next one is up. settlePoll is how often
-// a waiting call looks again.
-const (
-	settlePending = math.MaxInt64
-	settlePoll    = 10 * time.Millisecond
-)
+// session: not settled before the next one is up (Client.up).
+const settlePending = math.MaxInt64
 
 // subscribe registers f for session events until the returned func is
 // called. f must not block.

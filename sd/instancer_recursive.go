@@ -2,6 +2,7 @@ package sd
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -385,64 +386,66 @@ const (
 // than one of 1,000, 4 × 250 only 0.2 ms.
 func recBatchFor(n int) int { return min(recBatch, max(recBatchMin, (n+3)/4)) }
 
-// readNodes reads the nodes at paths over conn: with multiRead in
-// batches when bulk, else one getData each, at most concurrency in flight.
-// A node's own error (gone, an ACL) is its Read's Err; seqs are the stream
-// positions of the replies. Each batch (or single read), once in, goes to
-// got with the index of its first read, on the goroutine that read it;
-// more says whether replies are still to come.
+// readNodes reads the nodes at paths over conn: with multiRead in batches
+// when bulk, else one getData each, at most concurrency in flight. A
+// node's own error (gone, an ACL) is its Read's Err; seqs are the stream
+// positions of the replies. Each batch, once in, goes to got with the
+// index of its first read and whether replies are still to come; single
+// reads go to got one by one, from the goroutine that read each.
 func readNodes(ctx context.Context, conn *zkwire.Conn, paths []string, bulk bool, concurrency int, got func(reads []zkwire.Read, lo int, more bool)) ([]zkwire.Read, []uint64, error) {
+	if bulk {
+		return readBulk(ctx, conn, paths, got)
+	}
+	return readEach(ctx, conn, paths, concurrency, got)
+}
+
+// readBulk sends every batch at once, from here: the server answers a
+// session's requests in order, so waiting for each in turn waits for
+// nothing, and no goroutine per batch grows a stack to decode.
+func readBulk(ctx context.Context, conn *zkwire.Conn, paths []string, got func([]zkwire.Read, int, bool)) ([]zkwire.Read, []uint64, error) {
+	reads := make([]zkwire.Read, len(paths))
+	seqs := make([]uint64, len(paths))
+	batch := recBatchFor(len(paths))
+	var calls []*zkwire.Call
+	for lo := 0; lo < len(paths); lo += batch {
+		calls = append(calls, conn.Send(zkwire.OpMultiRead, zkwire.MultiGetDataBody(paths[lo:min(lo+batch, len(paths))])))
+	}
+	for k, call := range calls {
+		lo := k * batch
+		hi := min(lo+batch, len(paths))
+		r, err := call.Wait(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		res, err := zkwire.ParseMultiGetData(r.Body)
+		if err == nil && len(res) != hi-lo {
+			err = fmt.Errorf("sd: multiRead: %d results for %d reads", len(res), hi-lo)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		copy(reads[lo:hi], res)
+		for i := lo; i < hi; i++ {
+			seqs[i] = r.Seq
+		}
+		got(reads[lo:hi], lo, k < len(calls)-1)
+	}
+	return reads, seqs, nil
+}
+
+// readEach reads one node per getData, concurrency at a time. Each read
+// goes to got alone (more true: one read is decoded where it is).
+func readEach(ctx context.Context, conn *zkwire.Conn, paths []string, concurrency int, got func([]zkwire.Read, int, bool)) ([]zkwire.Read, []uint64, error) {
 	reads := make([]zkwire.Read, len(paths))
 	seqs := make([]uint64, len(paths))
 	var mu sync.Mutex
 	var firstErr error
-	fail := func(err error) {
-		mu.Lock()
-		if firstErr == nil {
-			firstErr = err
-		}
-		mu.Unlock()
-	}
-	if bulk {
-		// Every batch goes out at once, from here: the server answers a
-		// session's requests in order, so waiting for each in turn waits
-		// for nothing, and no goroutine per batch grows a stack to decode.
-		batch := recBatchFor(len(paths))
-		var calls []*zkwire.Call
-		for lo := 0; lo < len(paths); lo += batch {
-			calls = append(calls, conn.Send(zkwire.OpMultiRead, zkwire.MultiGetDataBody(paths[lo:min(lo+batch, len(paths))])))
-		}
-		for k, call := range calls {
-			lo := k * batch
-			hi := min(lo+batch, len(paths))
-			r, err := call.Wait(ctx)
-			if err != nil {
-				return nil, nil, err
-			}
-			res, err := zkwire.ParseMultiGetData(r.Body)
-			if err == nil && len(res) != hi-lo {
-				err = fmt.Errorf("sd: multiRead: %d results for %d reads", len(res), hi-lo)
-			}
-			if err != nil {
-				return nil, nil, err
-			}
-			copy(reads[lo:hi], res)
-			for i := lo; i < hi; i++ {
-				seqs[i] = r.Seq
-			}
-			got(reads[lo:hi], lo, k < len(calls)-1)
-		}
-		return reads, seqs, nil
-	}
 	var wg sync.WaitGroup
-	var left atomic.Int64 // replies still to come
-	left.Store(int64(len(paths)))
 	var next atomic.Int64
 	for range min(concurrency, len(paths)) {
 		wg.Go(func() {
 			for i := int(next.Add(1) - 1); i < len(paths); i = int(next.Add(1) - 1) {
 				r, err := conn.Do(ctx, zkwire.OpGetData, zkwire.GetDataBody(paths[i]))
-				more := left.Add(-1) > 0
 				if code := zkwire.Code(err); code != 0 {
 					reads[i], seqs[i] = zkwire.Read{Err: code}, r.Seq
 					continue
@@ -453,10 +456,12 @@ func readNodes(ctx context.Context, conn *zkwire.Conn, paths []string, bulk bool
 					reads[i], seqs[i] = rd, r.Seq
 				}
 				if err != nil {
-					fail(err)
+					mu.Lock()
+					firstErr = cmp.Or(firstErr, err)
+					mu.Unlock()
 					return
 				}
-				got(reads[i:i+1], i, more)
+				got(reads[i:i+1], i, true)
 			}
 		})
 	}
