@@ -255,8 +255,7 @@ func runFleet() error {
 	}
 	ours, kit := results["gracekit"], results["gokit"]
 	tag := fmt.Sprintf("c%d_s%d_n%d", fleetC, fleetS, fleetN)
-	watches := func(f fleetFigures) int { return f.entries - f.persistent*(weight-1) }
-	reportCount("fleet_zk_watches_"+tag, watches(ours), watches(kit), "")
+	reportCount("fleet_zk_watches_"+tag, clientWatches(ours.entries, ours.persistent, weight), clientWatches(kit.entries, kit.persistent, weight), "")
 	reportCount("fleet_zk_watch_entries_"+tag, ours.entries, kit.entries, "")
 	report("fleet_bytes_read_load_"+tag, float64(ours.loadBytes)/1e6, float64(kit.loadBytes)/1e6, "MB")
 	report("fleet_bytes_read_restart_"+tag, float64(ours.restartBytes)/1e6, float64(kit.restartBytes)/1e6, "MB")

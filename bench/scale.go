@@ -74,7 +74,7 @@ func runScale() error {
 	name := func(what string) string { return fmt.Sprintf("sd_%s_n%d", what, scaleN) }
 	reportCount(name("goroutines"), ours.goroutines, theirs.goroutines, "")
 	reportCount(name("client_goroutines"), ours.clientGoroutines, theirs.clientGoroutines, "")
-	reportCount(name("zk_watches"), ours.watches(weight), theirs.watches(weight), "")
+	reportCount(name("zk_watches"), clientWatches(ours.entries, ours.persistent, weight), clientWatches(theirs.entries, theirs.persistent, weight), "")
 	reportCount(name("zk_watch_entries"), ours.entries, theirs.entries, "")
 	reportCount(name("zk_data_watches"), ours.dataWatches, theirs.dataWatches, "")
 	report(name("heap_per_instance"), ours.heapPerInstance, theirs.heapPerInstance, "B")
@@ -239,10 +239,10 @@ func connectGokit(c *zktest.Cluster) (func(string) (func(), int, error), func(),
 	return start, cl.Stop, nil
 }
 
-// watches is how many watches the client holds on the server: the
-// entries of its watch tables less the second entry of each persistent
-// watch, on a server that files one in both tables (weight 2).
-func (fp footprint) watches(weight int) int { return fp.entries - fp.persistent*(weight-1) }
+// clientWatches is how many watches clients hold on a server: the entries
+// of its watch tables less the extra entries of each persistent watch, on
+// a server that files one in weight tables (persistentEntries).
+func clientWatches(entries, persistent, weight int) int { return entries - persistent*(weight-1) }
 
 // persistentEntries is how many entries of mntr's zk_watch_count one
 // persistent watch makes on the server at addr. ZooKeeper 3.6 to 3.8 file
