@@ -309,9 +309,9 @@ func zkValidPath(p string) error {
 // Without DigestAuth or a chroot, that session is the watch session opened
 // ahead (WatchSessionAhead), and the Client's own, which holds its
 // ephemeral nodes, is dialled when first needed (a Registrar call, a
-// per-node Instancer, a Catalog), once an Instancer finished its first
-// load, or within a second: a consumer's first load then pays for one
-// handshake, not two. Calls that need the Client's own session wait for it.
+// per-node Instancer, a Catalog) or a second after NewClient: a consumer's
+// first load then pays for one handshake, not two. Calls that need the
+// Client's own session wait for it.
 func NewClient(connect string, opts ...ClientOption) (*Client, error) {
 	o := clientOptions{
 		sessionTimeout: DefaultSessionTimeout,
@@ -353,10 +353,9 @@ func NewClient(connect string, opts ...ClientOption) (*Client, error) {
 	// session to load an Instancer: the watch session opened ahead goes
 	// first, and NewClient returns with it. go-zookeeper's first dial waits
 	// until something needs its session (any call of ours, see
-	// awaitSettled; a per-node Instancer), an Instancer finished its first
-	// load, or zkGrace passed: on a small machine its handshake (a logged
-	// transaction on the server, megabytes of buffers here) would slow
-	// that load by a third.
+	// awaitSettled; a per-node Instancer) or zkGrace passed: on a small
+	// machine its handshake (a logged transaction on the server, megabytes
+	// of buffers here) would slow a first load by a third.
 	aheadFirst := !o.noWatchAhead && o.user == "" && chroot == ""
 	if !o.noWatchAhead {
 		// Init before Connect, to dial ahead the server go-zookeeper

@@ -128,9 +128,9 @@ func TestADeadServerAheadStillLoads(t *testing.T) {
 }
 
 // A consumer's first load runs on the watch session alone: NewClient
-// returns with it, and the Client's own session is dialled once the load
-// is done. A Registrar's call needs the Client's own session and has it
-// dialled at once.
+// returns with it, and the load does not dial the Client's own session
+// either. A Registrar's call needs that session and has it dialled at
+// once, on a consumer as on a fresh client.
 func TestAConsumerLoadsOnTheWatchSessionAlone(t *testing.T) {
 	defer sd.SetZKGrace(time.Hour)()
 	c := zktest.New(t)
@@ -160,18 +160,25 @@ func TestAConsumerLoadsOnTheWatchSessionAlone(t *testing.T) {
 	}
 	_, ch := newInstancer(t, consumer, "pay")
 	waitSet(t, ch, "127.0.0.1:9001")
-	testutil.WaitFor(t, "the consumer's own session, after its load", func() bool { return consumer.SessionID() != 0 })
-
-	// Without the call's wish, this would wait for zkGrace: an hour.
-	before = sessions(t, c)
-	other := newClient(t, c)
-	r := register(t, other, instance("pay", 9002))
-	_, st, err := testutil.ZKConn(t, c.Addrs()).Get(r.Path())
-	if err != nil {
-		t.Fatal(err)
+	// The load done, its own session still waits: for a call, or zkGrace.
+	time.Sleep(300 * time.Millisecond)
+	if id := consumer.SessionID(); id != 0 {
+		t.Fatalf("the consumer's own session %#x was dialled by its load", id)
 	}
-	if st.EphemeralOwner == 0 || st.EphemeralOwner != other.SessionID() {
-		t.Fatalf("node owned by %#x, want the client's own session %#x", st.EphemeralOwner, other.SessionID())
+	if got := added(); !slices.Equal(got, []int64{ahead}) {
+		t.Fatalf("sessions the consumer added by its load: %#x, want only the watch session %#x", got, ahead)
+	}
+
+	// Without the call's wish, these would wait for zkGrace: an hour.
+	for i, cl := range []*sd.Client{consumer, newClient(t, c)} {
+		r := register(t, cl, instance("pay", 9002+i))
+		_, st, err := testutil.ZKConn(t, c.Addrs()).Get(r.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.EphemeralOwner == 0 || st.EphemeralOwner != cl.SessionID() {
+			t.Fatalf("node owned by %#x, want the client's own session %#x", st.EphemeralOwner, cl.SessionID())
+		}
 	}
 }
 
