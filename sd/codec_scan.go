@@ -33,8 +33,8 @@ type scanner struct {
 const maxSkipDepth = 1000
 
 // springURISpec is DefaultURISpec as Curator writes it.
-var springURISpec = []byte(`{"parts":[{"value":"scheme","variable":true},{"value":"://","variable":false},` +
-	`{"value":"address","variable":true},{"value":":","variable":false},{"value":"port","variable":true}]}`)
+const springURISpec = `{"parts":[{"value":"scheme","variable":true},{"value":"://","variable":false},` +
+	`{"value":"address","variable":true},{"value":":","variable":false},{"value":"port","variable":true}]}`
 
 var (
 	curatorKnown = []string{"name", "id", "address", "port", "sslPort", "payload", "registrationTimeUTC", "serviceType", "uriSpec"}
@@ -49,6 +49,14 @@ var (
 var defaultURISpec = []byte(DefaultURISpec)
 
 func scanCurator(data []byte) (curatorView, bool) {
+	if v, ok := scanSpring(data); ok {
+		return v, true
+	}
+	return scanKeys(data)
+}
+
+// scanKeys reads data key by key, in any order, with any whitespace.
+func scanKeys(data []byte) (curatorView, bool) {
 	var v curatorView
 	s := scanner{b: data}
 	ok := s.object(curatorKnown, func(f int, _ []byte) bool {
@@ -75,9 +83,8 @@ func scanCurator(data []byte) (curatorView, bool) {
 		case 7:
 			return s.optString(&v.serviceType)
 		case 8:
-			if bytes.HasPrefix(s.b[s.i:], springURISpec) {
+			if s.lit(springURISpec) {
 				// What Spring writes, every time: no need to walk it.
-				s.i += len(springURISpec)
 				v.uriSpec = defaultURISpec // shared, never written to
 				return true
 			}
@@ -281,6 +288,10 @@ func (s *scanner) str() ([]byte, bool) {
 		return nil, false
 	}
 	v := rest[:end]
+	if plainASCII(v) {
+		s.i, s.ascii = s.i+end+1, true
+		return v, true
+	}
 	if bytes.IndexByte(v, '\\') >= 0 {
 		return nil, false
 	}

@@ -187,10 +187,97 @@ func TestCuratorScanReadsThePlainShapeItself(t *testing.T) {
 	}
 }
 
+// springShapes are the Spring nodes of the fixtures and of Encode, and
+// near misses of that shape (each must give up to scanKeys, or agree).
+func springShapes(tb testing.TB) [][]byte {
+	out := scanSeeds(tb)[:2]
+	for _, inst := range []Instance{
+		{Name: "svc", ID: "a", Address: "h", Port: 1, Metadata: map[string]string{MetadataStatus: "UP"}},
+		{Name: "svc", ID: "a", Address: "::1", Port: 1, SSLPort: 443, Metadata: map[string]string{"a": "1", "b": ""}},
+		{Name: "svc", ID: "a", Address: "h", Port: 1, Metadata: map[string]string{}},
+	} {
+		enc, err := CuratorCodec{}.Encode(inst)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out = append(out, enc)
+	}
+	b, err := os.ReadFile("testdata/curator/spring-instance.json")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	fixture := string(b)
+	for _, r := range [][2]string{
+		{`"10.0.0.12"`, `"10.0.0.\u0031"`},   // an escape
+		{`"10.0.0.12"`, "\"10.0.0.\u00e9\""}, // not ASCII
+		{`"10.0.0.12"`, "\"10.0.0.\x01\""},   // a control byte
+		{`"port":8081`, `"port": 8081`},      // whitespace
+		{`"port":8081`, `"port":8081.0`},
+		{`"port":8081`, `"port":null`},
+		{`"sslPort":null`, `"sslPort":8443`},
+		{`"sslPort":null`, `"sslPort":"8443"`},
+		{`{"instance_status":"UP"}`, `{"instance_status":1}`},
+		{`{"instance_status":"UP"}`, `{"instance_status":"UP","instance_status":"DOWN"}`},
+		{`{"instance_status":"UP"}`, `{"instance_status":"UP",}`},
+		{`{"instance_status":"UP"}`, `null`},
+		{`"registrationTimeUTC":1796006863698`, `"registrationTimeUTC":null`},
+		{`"registrationTimeUTC":1796006863698`, `"registrationTimeUTC":99999999999999999999`},
+		{`"serviceType":"DYNAMIC"`, `"serviceType":"STATIC"`},
+		{`"variable":true}]}}`, `"variable":true}]}} `},
+		{`"variable":true}]}}`, `"variable":true}]},"x":1}`},
+		{`"name":"quote-service","id"`, `"name":"quote-service","name":"x","id"`},
+		{`ZookeeperInstance"`, `ZookeeperInstanceX"`},
+	} {
+		mutant := strings.Replace(fixture, r[0], r[1], 1)
+		if mutant == fixture {
+			tb.Fatalf("%q is not in the fixture", r[0])
+		}
+		out = append(out, []byte(mutant))
+	}
+	return out
+}
+
+// What Curator and Encode write takes scanSpring's path, and reads there
+// as scanKeys reads it.
+func TestSpringShapeIsReadLiteralByLiteral(t *testing.T) {
+	for i, data := range springShapes(t)[:5] {
+		got, ok := scanSpring(data)
+		if !ok {
+			t.Fatalf("scanSpring gave up on %s", data)
+		}
+		want, ok := scanKeys(data)
+		if !ok || !reflect.DeepEqual(got, want) {
+			t.Fatalf("shape %d: scanSpring read %+v, scanKeys %+v (%v)", i, got, want, ok)
+		}
+	}
+	for _, data := range springShapes(t)[5:] {
+		sameDecode(t, data)
+	}
+}
+
+// FuzzSpringShapeMatchesScanKeys holds scanSpring to scanKeys wherever it
+// answers; scanKeys is held to encoding/json by the fuzz target below.
+func FuzzSpringShapeMatchesScanKeys(f *testing.F) {
+	for _, s := range springShapes(f) {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, ok := scanSpring(data)
+		if !ok {
+			return
+		}
+		want, wok := scanKeys(data)
+		if !wok || !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: scanSpring read %+v, scanKeys %+v (%v)", data, got, want, wok)
+		}
+		sameDecode(t, data)
+	})
+}
+
 // FuzzCuratorScanMatchesEncodingJSON holds the scanner to encoding/json's
 // answers on any input.
 func FuzzCuratorScanMatchesEncodingJSON(f *testing.F) {
-	for _, s := range scanSeeds(f) {
+	for _, s := range append(scanSeeds(f), springShapes(f)...) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -273,5 +360,22 @@ func TestInstancerReadHonoursAnEmbeddingCodecsDecode(t *testing.T) {
 	inst, err := readNode(overridingCodec{}, "quote-service", "7c0f5a2e-3d41-4a8e-9b51-2f6e1c9d8a10", scanSeeds(t)[1], false, nil)
 	if err != nil || inst.Address != "overridden" {
 		t.Fatalf("readNode = %+v, %v; want the codec's own Decode", inst, err)
+	}
+}
+
+// plainASCII's word-at-a-time test against the byte it stands for, for
+// every byte value at every position of a word and its tail.
+func TestPlainASCIIMatchesAByteTest(t *testing.T) {
+	for n := range 20 {
+		for pos := range n {
+			for c := range 256 {
+				b := bytes.Repeat([]byte{'a'}, n)
+				b[pos] = byte(c)
+				want := c >= 0x20 && c < 0x80 && c != '\\'
+				if got := plainASCII(b); got != want {
+					t.Fatalf("plainASCII(%q) = %v, want %v", b, got, want)
+				}
+			}
+		}
 	}
 }

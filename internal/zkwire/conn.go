@@ -3,6 +3,7 @@ package zkwire
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -190,10 +191,26 @@ func (c *Conn) Send(op int32, body []byte) *Call {
 	call.xid = c.xid
 	c.pending[call.xid] = call.ch
 	c.mu.Unlock()
-	if err := c.write(Request(call.xid, op, body)); err != nil {
+	if err := c.writeFrame(call.xid, op, body); err != nil {
 		c.fail(err)
 	}
 	return call
+}
+
+// writeFrame writes the request as one frame, built in one buffer: a
+// load's multiRead bodies are tens of kilobytes, which Request and
+// WriteFrame would copy twice.
+func (c *Conn) writeFrame(xid, op int32, body []byte) error {
+	frame := make([]byte, 12, 12+len(body))
+	binary.BigEndian.PutUint32(frame[0:4], uint32(8+len(body)))
+	binary.BigEndian.PutUint32(frame[4:8], uint32(xid))
+	binary.BigEndian.PutUint32(frame[8:12], uint32(op))
+	frame = append(frame, body...)
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.timeout))
+	_, err := c.nc.Write(frame)
+	return err
 }
 
 // Wait waits for the Call's reply, ctx or the end of the Conn. A non-zero
@@ -217,13 +234,6 @@ func (call *Call) Wait(ctx context.Context) (Reply, error) {
 		call.c.mu.Unlock()
 		return Reply{}, ctx.Err()
 	}
-}
-
-func (c *Conn) write(frame []byte) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	_ = c.nc.SetWriteDeadline(time.Now().Add(c.timeout))
-	return WriteFrame(c.nc, frame)
 }
 
 // fail spends the Conn: pending calls end with err.
@@ -295,7 +305,7 @@ func (c *Conn) ping() {
 		case <-c.done:
 			return
 		case <-t.C:
-			if err := c.write(Request(XidPing, OpPing, nil)); err != nil {
+			if err := c.writeFrame(XidPing, OpPing, nil); err != nil {
 				c.fail(fmt.Errorf("zkwire: ping: %w", err))
 				return
 			}

@@ -1,6 +1,7 @@
 package zkwire
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"net"
@@ -83,6 +84,30 @@ func FuzzParseMultiGetData(f *testing.F) {
 			t.Fatalf("%d results from %d bytes", len(res), len(b))
 		}
 	})
+}
+
+// A reply with more results than its batch was sized for grows into a
+// copy and never writes past the batch: the caller (sd's bulk read) parses
+// a batch in place, in the slice that holds the next one.
+func TestAppendMultiGetDataStaysInItsBatch(t *testing.T) {
+	one := binary.BigEndian.AppendUint32(nil, OpGetData)
+	one = append(one, 0, 0, 0, 0, 0)
+	one = append(appendString(one, "{}"), make([]byte, StatBytes)...)
+	end := binary.BigEndian.AppendUint32(nil, 0xffffffff)
+	end = append(end, 1, 0xff, 0xff, 0xff, 0xff)
+	reads := make([]Read, 3)
+	reads[2].Err = 7 // the next batch's
+	res, err := AppendMultiGetData(reads[0:0:2], append(bytes.Repeat(one, 3), end...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 3 || reads[2].Err != 7 {
+		t.Fatalf("%d results; the next batch's read is now %+v", len(res), reads[2])
+	}
+	res, err = AppendMultiGetData(reads[0:0:2], append(bytes.Repeat(one, 2), end...))
+	if err != nil || len(res) != 2 || &res[0] != &reads[0] {
+		t.Fatalf("a reply of the batch's size was not parsed in place: %d results, %v", len(res), err)
+	}
 }
 
 // FuzzConnAgainstAHostileServer: whatever a server answers to the

@@ -211,7 +211,11 @@ func AuthBody(scheme string, auth []byte) []byte {
 
 // MultiGetDataBody is a MultiRequest of GetDataRequests without watches.
 func MultiGetDataBody(paths []string) []byte {
-	var b []byte
+	size := multiHdrSize
+	for _, p := range paths {
+		size += multiHdrSize + 4 + len(p) + 1
+	}
+	b := make([]byte, 0, size) // a load's batches are tens of kilobytes: no growing
 	for _, p := range paths {
 		// MultiHeader{type, done, err} then GetDataRequest{path, watch}.
 		b = binary.BigEndian.AppendUint32(b, OpGetData)
@@ -263,8 +267,11 @@ type Read struct {
 
 // ParseMultiGetData decodes a MultiResponse to MultiGetDataBody. Errors of
 // one node are its Read's Err; the rest is read.
-func ParseMultiGetData(b []byte) ([]Read, error) {
-	var out []Read
+func ParseMultiGetData(b []byte) ([]Read, error) { return AppendMultiGetData(nil, b) }
+
+// AppendMultiGetData is ParseMultiGetData appending to out, which a caller
+// that knows how many reads it asked for sizes once.
+func AppendMultiGetData(out []Read, b []byte) ([]Read, error) {
 	for {
 		if len(b) < multiHdrSize {
 			return nil, ErrShort
