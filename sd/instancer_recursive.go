@@ -231,14 +231,22 @@ func (in *Instancer) applyRecursive(w recWork, due map[string]bool) error {
 	if err := in.readAndStore(w, names, true); err != nil {
 		return err
 	}
-	present := make(map[string]bool, len(names))
-	for _, n := range names {
-		present[n] = true
-	}
 	in.mu.Lock()
-	for n, e := range in.entries {
-		if !present[n] {
-			in.forgetLocked(n, e)
+	listed := 0 // entries that are still children: all of them, mostly
+	for _, n := range names {
+		if _, ok := in.entries[n]; ok {
+			listed++
+		}
+	}
+	if listed < len(in.entries) {
+		present := make(map[string]bool, len(names))
+		for _, n := range names {
+			present[n] = true
+		}
+		for n, e := range in.entries {
+			if !present[n] {
+				in.forgetLocked(n, e)
+			}
 		}
 	}
 	// ZooKeeper answered in full: the set is its own again.
@@ -320,24 +328,21 @@ func (in *Instancer) readAndStore(w recWork, names []string, full bool) error {
 	// sends the next ones, on this batch's goroutine alone: the server
 	// needs a core to produce them. The last one to arrive is decoded over
 	// every core, as nothing else is left to wait for. Reads later dropped
-	// by settle cost a decode for nothing, which is rare.
+	// by settle cost a decode for nothing, which is rare. A full bulk
+	// re-read also sorts each batch, for the publish (instancer_order.go).
+	var runs [][]named
 	decode := func(reads []zkwire.Read, lo int, more bool) {
-		if more || len(reads) < 2*recDecodeMin {
-			for j := range reads {
-				decodeOne(lo+j, &reads[j])
-			}
-			return
-		}
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for range min(runtime.GOMAXPROCS(0), len(reads)/recDecodeMin+1) {
-			wg.Go(func() {
-				for j := int(next.Add(1) - 1); j < len(reads); j = int(next.Add(1) - 1) {
-					decodeOne(lo+j, &reads[j])
+		decodeBatch(reads, lo, more, decodeOne)
+		if full && bulk {
+			run := make([]named, 0, len(reads))
+			for i := lo; i < lo+len(reads); i++ {
+				if decoded[i] != nil {
+					run = append(run, named{names[i], decoded[i]})
 				}
-			})
+			}
+			slices.SortFunc(run, byPub)
+			runs = append(runs, run)
 		}
-		wg.Wait()
 	}
 	reads, seqs, err := readNodes(in.ctx, w.conn, paths, bulk, in.opts.concurrency, decode)
 	if err != nil {
@@ -369,7 +374,31 @@ func (in *Instancer) readAndStore(w recWork, names []string, full bool) error {
 			in.entries[n] = decoded[i]
 		}
 	}
+	if runs != nil {
+		in.order = mergeRuns(runs)
+	}
 	return nil
+}
+
+// decodeBatch decodes reads, the batch from lo, with decodeOne: on this
+// goroutine while more are to come, else over every core.
+func decodeBatch(reads []zkwire.Read, lo int, more bool, decodeOne func(int, *zkwire.Read)) {
+	if more || len(reads) < 2*recDecodeMin {
+		for j := range reads {
+			decodeOne(lo+j, &reads[j])
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(reads)/recDecodeMin+1) {
+		wg.Go(func() {
+			for j := int(next.Add(1) - 1); j < len(reads); j = int(next.Add(1) - 1) {
+				decodeOne(lo+j, &reads[j])
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // Reads per multiRead request, and the reads worth another decoding core.
@@ -433,11 +462,12 @@ func readBulk(ctx context.Context, conn *zkwire.Conn, paths []string, got func([
 	reads := make([]zkwire.Read, len(paths))
 	seqs := make([]uint64, len(paths))
 	sizes := recBatches(len(paths))
-	calls := make([]*zkwire.Call, len(sizes))
+	reqs := make([]zkwire.Req, len(sizes))
 	for k, lo := 0, 0; k < len(sizes); k++ {
-		calls[k] = conn.Send(zkwire.OpMultiRead, zkwire.MultiGetDataBody(paths[lo:lo+sizes[k]]))
+		reqs[k] = zkwire.Req{Op: zkwire.OpMultiRead, Body: zkwire.MultiGetDataBody(paths[lo : lo+sizes[k]])}
 		lo += sizes[k]
 	}
+	calls := conn.SendAll(reqs...)
 	for k, lo := 0, 0; k < len(calls); k++ {
 		hi := lo + sizes[k]
 		r, err := calls[k].Wait(ctx)

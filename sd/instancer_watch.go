@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -710,8 +709,9 @@ func (in *Instancer) setErrLocked(err error) {
 // must be held.
 func (in *Instancer) publishLocked() {
 	now := time.Now()
-	ents := make([]*entry, 0, len(in.entries))
-	for _, e := range in.entries {
+	all := in.orderedLocked()
+	ents := all[:0] // filtered in place, in order
+	for _, e := range all {
 		if !e.ok || e.inst.Status() == StatusOutOfService {
 			continue
 		}
@@ -723,7 +723,6 @@ func (in *Instancer) publishLocked() {
 		}
 		ents = append(ents, e)
 	}
-	slices.SortFunc(ents, func(a, b *entry) int { return strings.Compare(a.pub, b.pub) })
 	strs := make([]string, len(ents))
 	sorted := make([]*Instance, len(ents))
 	for i, e := range ents {

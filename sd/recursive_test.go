@@ -294,10 +294,24 @@ func refusingDial(network, address string, timeout time.Duration) (net.Conn, err
 
 type refusingConn struct{ net.Conn }
 
+// Write renames addWatch in every whole request frame of p; the watch
+// session writes whole frames, several at a time.
 func (c refusingConn) Write(p []byte) (int, error) {
-	if len(p) >= 12 && int(binary.BigEndian.Uint32(p[0:4])) == len(p)-4 && binary.BigEndian.Uint32(p[8:12]) == 106 {
-		q := append([]byte(nil), p...)
-		binary.BigEndian.PutUint32(q[8:12], 9999)
+	var q []byte
+	for rest := p; len(rest) >= 12; {
+		n := 4 + int(binary.BigEndian.Uint32(rest[0:4]))
+		if n > len(rest) {
+			break
+		}
+		if binary.BigEndian.Uint32(rest[8:12]) == 106 {
+			if q == nil {
+				q = append([]byte(nil), p...)
+			}
+			binary.BigEndian.PutUint32(q[len(p)-len(rest)+8:], 9999)
+		}
+		rest = rest[n:]
+	}
+	if q != nil {
 		return c.Conn.Write(q)
 	}
 	return c.Conn.Write(p)

@@ -597,6 +597,40 @@ func TestWithoutBulkLoadReadsNodeByNode(t *testing.T) {
 	}
 }
 
+// A load of many nodes, read in several batches and each batch sorted as
+// it is decoded, publishes every node once, in order, and so does the
+// next change.
+func TestABulkLoadPublishesEveryNodeInOrder(t *testing.T) {
+	c := zktest.New(t)
+	zc := testutil.ZKConn(t, c.Addrs())
+	for _, p := range []string{"/services", "/services/many"} {
+		if _, err := zc.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			t.Fatal(err)
+		}
+	}
+	var want []string
+	for i := range 600 {
+		inst := instance("many", 20000+i)
+		data, err := sd.CuratorCodec{}.Encode(inst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := zc.Create("/services/many/"+inst.ID, data, 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, inst.HostPort())
+	}
+	in, ch := newInstancer(t, newClient(t, c), "many")
+	waitSet(t, ch, want...) // in order: waitSet sorts what it wants
+	if s := in.Stats(); s.WatchMode == sd.WatchRecursive && s.BulkReads != 600 {
+		t.Fatalf("stats %+v, want 600 bulk reads", s)
+	}
+	if err := zc.Delete("/services/many/many-20300", -1); err != nil {
+		t.Fatal(err)
+	}
+	waitSet(t, ch, slices.Delete(slices.Clone(want), 300, 301)...)
+}
+
 func TestAnExpiredTombstoneLiftsByItself(t *testing.T) {
 	c := zktest.New(t)
 	provider, consumer := newClient(t, c), newClient(t, c)

@@ -158,7 +158,8 @@ func TestAConsumerLoadsOnTheWatchSessionAlone(t *testing.T) {
 	if got := added(); !slices.Equal(got, []int64{ahead}) {
 		t.Fatalf("sessions the consumer added before its load: %#x, want only the watch session %#x", got, ahead)
 	}
-	_, ch := newInstancer(t, consumer, "pay")
+	// A per-node Instancer (the suite's other mode) needs the own session.
+	_, ch := newInstancer(t, consumer, "pay", sd.WithWatchMode(sd.WatchRecursive))
 	waitSet(t, ch, "127.0.0.1:9001")
 	// The load done, its own session still waits: for a call, or zkGrace.
 	time.Sleep(300 * time.Millisecond)

@@ -197,7 +197,6 @@ func (ws *watchSession) open(attempt int) (*zkwire.Conn, map[*recFeed]*zkwire.Ca
 			return nil, nil, err
 		}
 	}
-	added := conn.Send(zkwire.OpAddWatch, zkwire.AddWatchBody(ws.root, zkwire.ModePersistentRecursive))
 	// Sent outside ws.mu: a write may block on a stalled server, while the
 	// read goroutine needs ws.mu to route. A feed that subscribes meanwhile
 	// gets no listing and lists anew.
@@ -209,9 +208,15 @@ func (ws *watchSession) open(attempt int) (*zkwire.Conn, map[*recFeed]*zkwire.Ca
 	ws.mu.Lock()
 	ws.each(func(dir string, f *recFeed) { subs = append(subs, sub{dir, f}) })
 	ws.mu.Unlock()
-	lists := make(map[*recFeed]*zkwire.Call, len(subs))
+	reqs := []zkwire.Req{{Op: zkwire.OpAddWatch, Body: zkwire.AddWatchBody(ws.root, zkwire.ModePersistentRecursive)}}
 	for _, x := range subs {
-		lists[x.f] = conn.Send(zkwire.OpGetChildren, zkwire.GetChildrenBody(x.dir))
+		reqs = append(reqs, zkwire.Req{Op: zkwire.OpGetChildren, Body: zkwire.GetChildrenBody(x.dir)})
+	}
+	calls := conn.SendAll(reqs...)
+	added := calls[0]
+	lists := make(map[*recFeed]*zkwire.Call, len(subs))
+	for i, x := range subs {
+		lists[x.f] = calls[1+i]
 	}
 	_, err := added.Wait(ctx)
 	if code := zkwire.Code(err); code != 0 && code != zkwire.CodeNoAuth {

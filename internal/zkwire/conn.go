@@ -177,39 +177,68 @@ type Call struct {
 // a read sent after addWatch sees the state the watch covers. Wait for
 // the reply exactly once.
 func (c *Conn) Send(op int32, body []byte) *Call {
-	call := &Call{c: c, ch: make(chan Reply, 1)}
-	c.mu.Lock()
-	if c.err != nil {
-		call.err = c.err
-		c.mu.Unlock()
-		return call
-	}
-	c.xid++
-	if c.xid <= 0 {
-		c.xid = 1
-	}
-	call.xid = c.xid
-	c.pending[call.xid] = call.ch
-	c.mu.Unlock()
-	if err := c.writeFrame(call.xid, op, body); err != nil {
-		c.fail(err)
-	}
-	return call
+	return c.SendAll(Req{Op: op, Body: body})[0]
 }
 
-// writeFrame writes the request as one frame, built in one buffer: a
-// load's multiRead bodies are tens of kilobytes, which Request and
-// WriteFrame would copy twice.
-func (c *Conn) writeFrame(xid, op int32, body []byte) error {
-	frame := make([]byte, 12, 12+len(body))
-	binary.BigEndian.PutUint32(frame[0:4], uint32(8+len(body)))
-	binary.BigEndian.PutUint32(frame[4:8], uint32(xid))
-	binary.BigEndian.PutUint32(frame[8:12], uint32(op))
-	frame = append(frame, body...)
+// Req is one request of SendAll.
+type Req struct {
+	Op   int32
+	Body []byte
+}
+
+// SendAll sends reqs in order, in one Write: a load's requests go out
+// together, as one request would, instead of each waking the server on
+// its own while the next is still written. Wait for each reply once.
+func (c *Conn) SendAll(reqs ...Req) []*Call {
+	calls := make([]*Call, len(reqs))
+	c.mu.Lock()
+	for i := range reqs {
+		calls[i] = &Call{c: c, ch: make(chan Reply, 1), err: c.err}
+		if c.err != nil {
+			continue
+		}
+		c.xid++
+		if c.xid <= 0 {
+			c.xid = 1
+		}
+		calls[i].xid = c.xid
+		c.pending[c.xid] = calls[i].ch
+	}
+	err := c.err
+	c.mu.Unlock()
+	if err != nil {
+		return calls
+	}
+	size := 0
+	for _, r := range reqs {
+		size += 12 + len(r.Body)
+	}
+	// One buffer, not writev: a Dialer's wrapping conn would get a Write
+	// per piece.
+	b := make([]byte, 0, size)
+	for i, r := range reqs {
+		b = appendFrame(b, calls[i].xid, r.Op, r.Body)
+	}
+	if err := c.write(b); err != nil {
+		c.fail(err)
+	}
+	return calls
+}
+
+// appendFrame appends a request frame: its length, RequestHeader{xid,
+// op} and the body.
+func appendFrame(b []byte, xid, op int32, body []byte) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(8+len(body)))
+	b = binary.BigEndian.AppendUint32(b, uint32(xid))
+	b = binary.BigEndian.AppendUint32(b, uint32(op))
+	return append(b, body...)
+}
+
+func (c *Conn) write(b []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	_ = c.nc.SetWriteDeadline(time.Now().Add(c.timeout))
-	_, err := c.nc.Write(frame)
+	_, err := c.nc.Write(b)
 	return err
 }
 
@@ -305,7 +334,7 @@ func (c *Conn) ping() {
 		case <-c.done:
 			return
 		case <-t.C:
-			if err := c.writeFrame(XidPing, OpPing, nil); err != nil {
+			if err := c.write(appendFrame(nil, XidPing, OpPing, nil)); err != nil {
 				c.fail(fmt.Errorf("zkwire: ping: %w", err))
 				return
 			}
