@@ -400,7 +400,7 @@ func TestCloseLeavesNothingRunningAndIsIdempotent(t *testing.T) {
 	if _, err := c.Instancer(context.Background(), service); err != nil {
 		t.Fatal(err)
 	}
-	// The client's own session follows the first load: in the baseline.
+	// The client's own session comes within a second of NewClient: in the baseline.
 	cl, err := sess.Client()
 	if err != nil {
 		t.Fatal(err)

@@ -309,7 +309,7 @@ func zkValidPath(p string) error {
 // Without DigestAuth or a chroot, that session is the watch session opened
 // ahead (WatchSessionAhead), and the Client's own, which holds its
 // ephemeral nodes, is dialled when first needed (a Registrar call, a
-// per-node Instancer, a Catalog) or a second after NewClient: a consumer's
+// per-node Instancer or Catalog) or a second after NewClient: a consumer's
 // first load then pays for one handshake, not two. Calls that need the
 // Client's own session wait for it.
 func NewClient(connect string, opts ...ClientOption) (*Client, error) {

@@ -19,7 +19,14 @@ type named struct {
 	e    *entry
 }
 
-func byPub(a, b named) int { return strings.Compare(a.e.pub, b.e.pub) }
+// byPub orders by what is published, then by name: an entry listed twice
+// (which only a broken server sends) sorts next to itself.
+func byPub(a, b named) int {
+	if c := strings.Compare(a.e.pub, b.e.pub); c != 0 {
+		return c
+	}
+	return strings.Compare(a.name, b.name)
+}
 
 // mergeRuns merges runs, each sorted by byPub, two at a time.
 func mergeRuns(runs [][]named) []named {
@@ -49,16 +56,16 @@ func mergeRuns(runs [][]named) []named {
 	return runs[0]
 }
 
-// orderedLocked is every entry, sorted by byPub: the hint left by a full
-// re-read when it is still exactly the stored entries, else a sort.
-// in.mu must be held.
+// orderedLocked is every entry, sorted by pub: the hint left by a full
+// re-read when it is still exactly the stored entries (each stored one,
+// once), else a sort. in.mu must be held.
 func (in *Instancer) orderedLocked() []*entry {
 	hint := in.order
 	in.order = nil
 	ents := make([]*entry, 0, len(in.entries))
 	if len(hint) == len(in.entries) {
-		for _, x := range hint {
-			if in.entries[x.name] != x.e {
+		for i, x := range hint {
+			if in.entries[x.name] != x.e || i > 0 && hint[i-1].e == x.e {
 				break
 			}
 			ents = append(ents, x.e)

@@ -228,17 +228,14 @@ func (in *Instancer) applyRecursive(w recWork, due map[string]bool) error {
 	if err != nil {
 		return fmt.Errorf("sd: list %s: %w", in.dir, err)
 	}
+	in.mu.Lock()
+	fresh := len(in.entries) == 0 // then every entry will be one of names
+	in.mu.Unlock()
 	if err := in.readAndStore(w, names, true); err != nil {
 		return err
 	}
 	in.mu.Lock()
-	listed := 0 // entries that are still children: all of them, mostly
-	for _, n := range names {
-		if _, ok := in.entries[n]; ok {
-			listed++
-		}
-	}
-	if listed < len(in.entries) {
+	if !fresh {
 		present := make(map[string]bool, len(names))
 		for _, n := range names {
 			present[n] = true

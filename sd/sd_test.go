@@ -217,7 +217,7 @@ func TestConsumerSessionExpiryRewatches(t *testing.T) {
 	register(t, provider, instance("cx", 6001))
 	_, ch := newInstancer(t, consumer, "cx")
 	waitSet(t, ch, "127.0.0.1:6001")
-	// The consumer's own session follows its first load.
+	// The consumer's own session comes within zkGrace of NewClient.
 	testutil.WaitFor(t, "the consumer's own session", func() bool { return consumer.SessionID() != 0 })
 	old := consumer.SessionID()
 	if err := rec.Expire(c.Servers[0].Addr(), old); err != nil {
