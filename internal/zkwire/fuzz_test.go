@@ -66,15 +66,21 @@ func FuzzParseGetData(f *testing.F) {
 	})
 }
 
-func FuzzParseMultiGetData(f *testing.F) {
-	ok := binary.BigEndian.AppendUint32(nil, OpGetData)
+// multiResults are pieces of a multiRead reply: one node read ("{}"), one
+// node's error (NoNode), and the closing header.
+func multiResults() (ok, bad, end []byte) {
+	ok = binary.BigEndian.AppendUint32(nil, OpGetData)
 	ok = append(ok, 0, 0, 0, 0, 0)
 	ok = append(appendString(ok, "{}"), make([]byte, StatBytes)...)
-	bad := binary.BigEndian.AppendUint32(nil, 0xffffffff)
+	bad = binary.BigEndian.AppendUint32(nil, 0xffffffff)
 	bad = append(bad, 0, 0, 0, 0, 0)
 	bad = binary.BigEndian.AppendUint32(bad, 0xffffff9b) // -101
-	end := binary.BigEndian.AppendUint32(nil, 0xffffffff)
-	end = append(end, 1, 0xff, 0xff, 0xff, 0xff)
+	end = binary.BigEndian.AppendUint32(nil, 0xffffffff)
+	return ok, bad, append(end, 1, 0xff, 0xff, 0xff, 0xff)
+}
+
+func FuzzParseMultiGetData(f *testing.F) {
+	ok, bad, end := multiResults()
 	f.Add(append(append(ok, bad...), end...))
 	f.Add(end)
 	f.Add(ok)
@@ -90,11 +96,7 @@ func FuzzParseMultiGetData(f *testing.F) {
 // copy and never writes past the batch: the caller (sd's bulk read) parses
 // a batch in place, in the slice that holds the next one.
 func TestAppendMultiGetDataStaysInItsBatch(t *testing.T) {
-	one := binary.BigEndian.AppendUint32(nil, OpGetData)
-	one = append(one, 0, 0, 0, 0, 0)
-	one = append(appendString(one, "{}"), make([]byte, StatBytes)...)
-	end := binary.BigEndian.AppendUint32(nil, 0xffffffff)
-	end = append(end, 1, 0xff, 0xff, 0xff, 0xff)
+	one, _, end := multiResults()
 	reads := make([]Read, 3)
 	reads[2].Err = 7 // the next batch's
 	res, err := AppendMultiGetData(reads[0:0:2], append(bytes.Repeat(one, 3), end...))
