@@ -10,6 +10,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/gracekit/gracekit/internal/testutil"
+	"github.com/gracekit/gracekit/internal/zkwire"
 	"github.com/gracekit/gracekit/zktest"
 )
 
@@ -31,7 +32,7 @@ func TestBulkSessionCloseInterruptsAHandshake(t *testing.T) {
 		close(accepted)
 	}()
 	const handshakeTimeout = time.Minute
-	s := openBulk(context.Background(), nil, ln.Addr().String(), handshakeTimeout)
+	s := openBulk(context.Background(), handshakeTimeout, dialBulk(ln.Addr().String(), handshakeTimeout))
 	c, ok := <-accepted
 	if !ok {
 		t.Fatal("the bulk session never dialled")
@@ -44,7 +45,7 @@ func TestBulkSessionCloseInterruptsAHandshake(t *testing.T) {
 	case <-time.After(handshakeTimeout / 2):
 		t.Fatal("close waited for the handshake's timeout")
 	}
-	if err := s.read([]string{"/x"}, func(int, []bulkResult) {}); err == nil {
+	if err := s.read([]string{"/x"}, func(int, []zkwire.Read) {}); err == nil {
 		t.Fatal("a read after close succeeded")
 	}
 }
@@ -52,7 +53,7 @@ func TestBulkSessionCloseInterruptsAHandshake(t *testing.T) {
 func TestBulkSessionReadsBatchesInOrder(t *testing.T) {
 	c := zktest.New(t)
 	conn := testutil.ZKConn(t, c.Addrs())
-	const n = 2*bulkBatch + 17
+	const n = 517
 	var paths []string
 	if _, err := conn.Create("/bulk", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
@@ -67,11 +68,11 @@ func TestBulkSessionReadsBatchesInOrder(t *testing.T) {
 	paths = append(paths, "/bulk/gone")
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitLimit)
 	defer cancel()
-	s := openBulk(ctx, nil, c.Addrs()[0], testutil.WaitLimit)
+	s := openBulk(ctx, testutil.WaitLimit, dialBulk(c.Addrs()[0], testutil.WaitLimit))
 	defer s.close()
 	var firsts []int
 	next := 0
-	err := s.read(paths, func(first int, res []bulkResult) {
+	err := s.read(paths, func(first int, res []zkwire.Read) {
 		firsts = append(firsts, first)
 		if first != next {
 			t.Errorf("batch at %d, want %d", first, next)
@@ -79,15 +80,21 @@ func TestBulkSessionReadsBatchesInOrder(t *testing.T) {
 		for i, r := range res {
 			p := paths[first+i]
 			switch {
-			case p == "/bulk/gone" && r.ok:
-				t.Errorf("%s read", p)
-			case p != "/bulk/gone" && (!r.ok || string(r.data) != p):
-				t.Errorf("%s: %q ok=%v", p, r.data, r.ok)
+			case p == "/bulk/gone" && r.Err != zkwire.CodeNoNode:
+				t.Errorf("%s read: %+v", p, r)
+			case p != "/bulk/gone" && (r.Err != 0 || string(r.Data) != p):
+				t.Errorf("%s: %q err=%d", p, r.Data, r.Err)
 			}
 		}
 		next = first + len(res)
 	})
-	if err != nil || next != len(paths) || len(firsts) != 3 {
+	if err != nil || next != len(paths) || len(firsts) != len(recBatches(len(paths))) {
 		t.Fatalf("read: %v; %d of %d results in batches at %v", err, next, len(paths), firsts)
+	}
+}
+
+func dialBulk(addr string, timeout time.Duration) func(context.Context) (*zkwire.Conn, error) {
+	return func(ctx context.Context) (*zkwire.Conn, error) {
+		return zkwire.Dial(ctx, zkwire.Config{Addr: addr, SessionTimeout: timeout})
 	}
 }

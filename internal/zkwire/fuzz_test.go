@@ -92,6 +92,23 @@ func FuzzParseMultiGetData(f *testing.F) {
 	})
 }
 
+// A reply cut anywhere is an error, never a panic or a short result; a
+// whole one gives each node's data and stat, or its own error.
+func TestParseMultiGetDataRefusesTruncatedReplies(t *testing.T) {
+	ok, bad, end := multiResults()
+	binary.BigEndian.PutUint64(ok[len(ok)-StatBytes:], 42) // czxid
+	reply := append(append(ok, bad...), end...)
+	got, err := ParseMultiGetData(reply)
+	if err != nil || len(got) != 2 || string(got[0].Data) != "{}" || got[0].Stat.Czxid != 42 || got[0].Err != 0 || got[1].Err != CodeNoNode {
+		t.Fatalf("ParseMultiGetData = %+v, %v", got, err)
+	}
+	for n := range len(reply) {
+		if _, err := ParseMultiGetData(reply[:n]); err == nil {
+			t.Fatalf("a reply cut at %d of %d bytes was accepted", n, len(reply))
+		}
+	}
+}
+
 // A reply with more results than its batch was sized for grows into a
 // copy and never writes past the batch: the caller (sd's bulk read) parses
 // a batch in place, in the slice that holds the next one.
