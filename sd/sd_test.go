@@ -621,7 +621,7 @@ func TestABulkLoadPublishesEveryNodeInOrder(t *testing.T) {
 		want = append(want, inst.HostPort())
 	}
 	in, ch := newInstancer(t, newClient(t, c), "many")
-	waitSet(t, ch, want...) // in order: waitSet sorts what it wants
+	waitSet(t, ch, want...)                  // in order: waitSet sorts what it wants
 	if s := in.Stats(); s.BulkReads != 600 { // in either watch mode
 		t.Fatalf("stats %+v, want 600 bulk reads", s)
 	}
