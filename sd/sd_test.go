@@ -621,8 +621,9 @@ func TestABulkLoadPublishesEveryNodeInOrder(t *testing.T) {
 		want = append(want, inst.HostPort())
 	}
 	in, ch := newInstancer(t, newClient(t, c), "many")
-	waitSet(t, ch, want...)                  // in order: waitSet sorts what it wants
-	if s := in.Stats(); s.BulkReads != 600 { // in either watch mode
+	// In order: waitSet sorts what it wants. Read in bulk in either mode.
+	waitSet(t, ch, want...)
+	if s := in.Stats(); s.BulkReads != 600 {
 		t.Fatalf("stats %+v, want 600 bulk reads", s)
 	}
 	if err := zc.Delete("/services/many/many-20300", -1); err != nil {
