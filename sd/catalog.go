@@ -180,6 +180,7 @@ func (k *Catalog) run() {
 func (k *Catalog) runRecursive() (refused bool) {
 	f := newRecFeed()
 	unsub := k.ws.subscribe(k.base, f)
+	k.ws.start()
 	defer unsub()
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval, bo.MaxInterval = 50*time.Millisecond, 5*time.Second

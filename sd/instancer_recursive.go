@@ -101,6 +101,7 @@ func (in *Instancer) runRecursive(ws *watchSession) (refused bool) {
 	f := newRecFeed()
 	unsub := ws.subscribe(in.dir, f)
 	defer unsub()
+	ws.start()
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval, bo.MaxInterval = 50*time.Millisecond, 5*time.Second
 	var retry, reread *time.Timer

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -315,6 +316,71 @@ func (c refusingConn) Write(p []byte) (int, error) {
 		return c.Conn.Write(q)
 	}
 	return c.Conn.Write(p)
+}
+
+// opsConn records the opcodes of each Write's whole request frames.
+type opsConn struct {
+	net.Conn
+	mu     *sync.Mutex
+	writes *[][]uint32
+}
+
+func (c opsConn) Write(p []byte) (int, error) {
+	var ops []uint32
+	for rest := p; len(rest) >= 12; {
+		n := 4 + int(binary.BigEndian.Uint32(rest[0:4]))
+		if n > len(rest) {
+			break
+		}
+		ops = append(ops, binary.BigEndian.Uint32(rest[8:12]))
+		rest = rest[n:]
+	}
+	c.mu.Lock()
+	*c.writes = append(*c.writes, ops)
+	c.mu.Unlock()
+	return c.Conn.Write(p)
+}
+
+// An Instancer's first load sends its listing in the same write as
+// addWatch, whichever of its goroutines runs first: a listing sent after
+// the watch's reply would cost the load a round trip.
+func TestTheFirstListingGoesOutWithAddWatch(t *testing.T) {
+	defer sd.SetZKGrace(time.Hour)() // the client's own session stays out of the writes
+	c := zktest.New(t)
+	register(t, newClient(t, c), instance("piped", 7201))
+	for range 20 {
+		var mu sync.Mutex
+		var writes [][]uint32
+		dial := func(network, address string, timeout time.Duration) (net.Conn, error) {
+			conn, err := net.DialTimeout(network, address, timeout)
+			if err != nil {
+				return nil, err
+			}
+			return opsConn{conn, &mu, &writes}, nil
+		}
+		cl, err := sd.NewClient(c.ConnectString(), sd.SessionTimeout(2*time.Second), sd.Dialer(dial))
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, err := sd.NewInstancerContext(ctxFor(t), cl, "piped", sd.WithWatchMode(sd.WatchRecursive))
+		if err != nil {
+			t.Fatal(err)
+		}
+		in.Stop()
+		cl.Close()
+		mu.Lock()
+		var first []uint32 // the first write of requests after the handshake
+		for _, ops := range writes {
+			if len(ops) > 0 && ops[0] != 0 && ops[0] != 11 { // not the handshake, nor a ping
+				first = ops
+				break
+			}
+		}
+		mu.Unlock()
+		if len(first) != 2 || first[0] != 106 || first[1] != 8 {
+			t.Fatalf("the first requests went out as %v, want addWatch (106) and getChildren (8) together", first)
+		}
+	}
 }
 
 func TestRefusedAddWatchFallsBackToPerNode(t *testing.T) {

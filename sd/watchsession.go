@@ -42,6 +42,7 @@ type watchSession struct {
 	conn    *zkwire.Conn                     // with the watch added; nil while there is none
 	gen     uint64                           // counts sessions
 	refused error                            // the server refused addWatch: use per-node watches
+	started sync.Once
 }
 
 // errAddWatchRefused wraps the server's answer to addWatch when it is not a
@@ -56,13 +57,18 @@ func newWatchSession(c *Client, root string, logger *slog.Logger) *watchSession 
 		done: make(chan struct{}),
 	}
 	ws.ctx, ws.cancel = context.WithCancel(context.Background())
-	go ws.run()
 	return ws
 }
+
+// start starts the session once its first subscriber is in: then the
+// first session's listing goes out right behind addWatch (see open), not a
+// round trip later, whichever goroutine runs first. Idempotent.
+func (ws *watchSession) start() { ws.started.Do(func() { go ws.run() }) }
 
 // close ends the session and waits for its goroutines. Idempotent.
 func (ws *watchSession) close() {
 	ws.cancel()
+	ws.start() // a session never started ends at once
 	<-ws.done
 }
 
