@@ -280,6 +280,10 @@ func (s *scanner) str() ([]byte, bool) {
 	if !s.eat('"') {
 		return nil, false
 	}
+	if v, ok := s.text(); ok { // plain ASCII, nearly every string
+		s.i, s.ascii = s.i+1, true
+		return v, true
+	}
 	// IndexByte finds the end a word at a time: the byte loop that did
 	// was a quarter of a load's decoding.
 	rest := s.b[s.i:]
@@ -288,10 +292,6 @@ func (s *scanner) str() ([]byte, bool) {
 		return nil, false
 	}
 	v := rest[:end]
-	if plainASCII(v) {
-		s.i, s.ascii = s.i+end+1, true
-		return v, true
-	}
 	if bytes.IndexByte(v, '\\') >= 0 {
 		return nil, false
 	}

@@ -170,9 +170,8 @@ type Instancer struct {
 	tombTimer *time.Timer       // lifts the earliest tombstone at its TTL
 	pub       []string          // published set
 	pubInst   []*Instance
-	order     []named // entries sorted by pub, left by a full re-read (instancer_order.go)
-	pubErr    error   // stays until a read from ZooKeeper succeeds
-	sentErr   error   // the error of the last set handed to the subscribers
+	pubErr    error // stays until a read from ZooKeeper succeeds
+	sentErr   error // the error of the last set handed to the subscribers
 	version   uint64
 	subs      map[chan<- kitsd.Event]*subscriber
 	firstDone bool

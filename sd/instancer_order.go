@@ -10,8 +10,9 @@ import (
 // millisecond after the last reply of a load, when nothing else is left
 // to do; a full re-read sorts each multiRead batch instead as it is
 // decoded, while the server still produces the next, and merges the runs
-// at the end (readAndStore). The merged order is a hint: publishLocked
-// uses it once, and only when it holds every entry as stored.
+// at the end (readAndStore). The merged order is a hint, handed to the
+// publish that follows (publishOrderedLocked), which uses it only when it
+// holds every entry as stored.
 
 // named is an entry with its child name.
 type named struct {
@@ -29,7 +30,7 @@ func byPub(a, b named) int {
 }
 
 // mergeRuns merges runs, each sorted by byPub, two at a time.
-func mergeRuns(runs [][]named) []named {
+func mergeRuns(runs [][]named) []named { // nil for none
 	if len(runs) == 0 {
 		return nil
 	}
@@ -56,12 +57,10 @@ func mergeRuns(runs [][]named) []named {
 	return runs[0]
 }
 
-// orderedLocked is every entry, sorted by pub: the hint left by a full
-// re-read when it is still exactly the stored entries (each stored one,
-// once), else a sort. in.mu must be held.
-func (in *Instancer) orderedLocked() []*entry {
-	hint := in.order
-	in.order = nil
+// orderedLocked is every entry, sorted by pub: hint, a full re-read's
+// order, when it is exactly the stored entries (each stored one, once),
+// else a sort. in.mu must be held.
+func (in *Instancer) orderedLocked(hint []named) []*entry {
 	ents := make([]*entry, 0, len(in.entries))
 	if len(hint) == len(in.entries) {
 		for i, x := range hint {

@@ -232,7 +232,8 @@ func (in *Instancer) applyRecursive(w recWork, due map[string]bool) error {
 	in.mu.Lock()
 	fresh := len(in.entries) == 0 // then every entry will be one of names
 	in.mu.Unlock()
-	if err := in.readAndStore(w, names, true); err != nil {
+	order, err := in.readAndStore(w, names, true)
+	if err != nil {
 		return err
 	}
 	in.mu.Lock()
@@ -249,7 +250,7 @@ func (in *Instancer) applyRecursive(w recWork, due map[string]bool) error {
 	}
 	// ZooKeeper answered in full: the set is its own again.
 	in.pubErr = nil
-	in.publishLocked()
+	in.publishOrderedLocked(order)
 	in.markLoadedLocked()
 	in.mu.Unlock()
 	return nil
@@ -281,7 +282,7 @@ func (in *Instancer) applyOps(w recWork, due map[string]bool) error {
 	if len(names) == 0 {
 		return nil
 	}
-	if err := in.readAndStore(w, names, false); err != nil {
+	if _, err := in.readAndStore(w, names, false); err != nil {
 		return err // the caller re-reads the service
 	}
 	in.mu.Lock()
@@ -293,8 +294,9 @@ func (in *Instancer) applyOps(w recWork, due map[string]bool) error {
 // readAndStore reads names over w's session and stores what it read:
 // decoded nodes (the stored entry kept when czxid and version are
 // unchanged), unreadable ones, and the gone ones forgotten. A connection
-// failure stores nothing.
-func (in *Instancer) readAndStore(w recWork, names []string, full bool) error {
+// failure stores nothing. A full bulk read also returns what it decoded,
+// sorted, for publishOrderedLocked.
+func (in *Instancer) readAndStore(w recWork, names []string, full bool) ([]named, error) {
 	bulk := !in.opts.noBulk && len(names) > 1
 	known := make([]*entry, len(names))
 	in.mu.Lock()
@@ -344,7 +346,7 @@ func (in *Instancer) readAndStore(w recWork, names []string, full bool) error {
 	}
 	reads, seqs, err := readNodes(in.ctx, w.conn, paths, bulk, in.opts.concurrency, decode)
 	if err != nil {
-		return fmt.Errorf("sd: read %s: %w", in.dir, err)
+		return nil, fmt.Errorf("sd: read %s: %w", in.dir, err)
 	}
 	in.fetches.Add(int64(len(names)))
 	if bulk && full {
@@ -352,7 +354,7 @@ func (in *Instancer) readAndStore(w recWork, names []string, full bool) error {
 	}
 	keep, ok := w.feed.settle(w.gen, names, seqs)
 	if !ok {
-		return nil // a new session re-reads everything
+		return nil, nil // a new session re-reads everything
 	}
 	now := time.Now()
 	in.mu.Lock()
@@ -372,10 +374,7 @@ func (in *Instancer) readAndStore(w recWork, names []string, full bool) error {
 			in.entries[n] = decoded[i]
 		}
 	}
-	if runs != nil {
-		in.order = mergeRuns(runs)
-	}
-	return nil
+	return mergeRuns(runs), nil
 }
 
 // decodeBatch decodes reads, the batch from lo, with decodeOne: on this
@@ -416,23 +415,19 @@ const (
 // they save: 8 × 125 reads took it 0.7 ms longer than one of 1,000, 4 ×
 // 250 only 0.2 ms.
 func recBatches(n int) []int {
+	weight := func(k, i int) int { return min(4, k-i) } // ..., 4, 4, 3, 2, 1
 	for k := max(1, min(4, n/recBatchMin)); ; k++ {
-		weights := []int{1}
-		for w := 2; len(weights) < k; w = min(w+1, 4) {
-			weights = append(weights, w)
-		}
-		slices.Reverse(weights) // ..., 4, 4, 3, 2, 1
 		sum := 0
-		for _, w := range weights {
-			sum += w
+		for i := range k {
+			sum += weight(k, i)
 		}
-		if n*weights[0] > recBatch*sum {
+		if n*weight(k, 0) > recBatch*sum {
 			continue // the biggest is over recBatch
 		}
 		sizes := make([]int, k)
 		left := n
-		for i, w := range weights[:k-1] {
-			sizes[i] = n * w / sum
+		for i := range k - 1 {
+			sizes[i] = n * weight(k, i) / sum
 			left -= sizes[i]
 		}
 		sizes[k-1] = left

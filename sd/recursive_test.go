@@ -293,24 +293,34 @@ func refusingDial(network, address string, timeout time.Duration) (net.Conn, err
 	return refusingConn{conn}, nil
 }
 
-type refusingConn struct{ net.Conn }
-
-// Write renames addWatch in every whole request frame of p; the watch
-// session writes whole frames, several at a time.
-func (c refusingConn) Write(p []byte) (int, error) {
-	var q []byte
-	for rest := p; len(rest) >= 12; {
-		n := 4 + int(binary.BigEndian.Uint32(rest[0:4]))
-		if n > len(rest) {
+// opOffsets are where the opcodes of the whole request frames in p are
+// (length, xid, op); the watch session writes whole frames, several at a
+// time.
+func opOffsets(p []byte) []int {
+	var at []int
+	for off := 0; len(p)-off >= 12; {
+		n := 4 + int(binary.BigEndian.Uint32(p[off:]))
+		if n > len(p)-off {
 			break
 		}
-		if binary.BigEndian.Uint32(rest[8:12]) == 106 {
+		at = append(at, off+8)
+		off += n
+	}
+	return at
+}
+
+type refusingConn struct{ net.Conn }
+
+// Write renames addWatch in every whole request frame of p.
+func (c refusingConn) Write(p []byte) (int, error) {
+	var q []byte
+	for _, at := range opOffsets(p) {
+		if binary.BigEndian.Uint32(p[at:]) == 106 {
 			if q == nil {
 				q = append([]byte(nil), p...)
 			}
-			binary.BigEndian.PutUint32(q[len(p)-len(rest)+8:], 9999)
+			binary.BigEndian.PutUint32(q[at:], 9999)
 		}
-		rest = rest[n:]
 	}
 	if q != nil {
 		return c.Conn.Write(q)
@@ -327,13 +337,8 @@ type opsConn struct {
 
 func (c opsConn) Write(p []byte) (int, error) {
 	var ops []uint32
-	for rest := p; len(rest) >= 12; {
-		n := 4 + int(binary.BigEndian.Uint32(rest[0:4]))
-		if n > len(rest) {
-			break
-		}
-		ops = append(ops, binary.BigEndian.Uint32(rest[8:12]))
-		rest = rest[n:]
+	for _, at := range opOffsets(p) {
+		ops = append(ops, binary.BigEndian.Uint32(p[at:]))
 	}
 	c.mu.Lock()
 	*c.writes = append(*c.writes, ops)
