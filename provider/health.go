@@ -32,7 +32,10 @@ const (
 // returns to UP.
 type HealthCheck struct {
 	// Check returns nil when the instance can serve. nil disables health
-	// checking. It gets a ctx bounded by Timeout.
+	// checking. It gets a ctx bounded by Timeout. A Check still running at
+	// its Timeout counts as failed, and so does every interval until it
+	// returns: no other Check starts meanwhile (a hung dependency costs
+	// one goroutine). Stop never waits for a Check in progress.
 	Check func(ctx context.Context) error
 	// Interval between checks; zero is DefaultHealthInterval.
 	Interval time.Duration
@@ -116,7 +119,9 @@ func (p *Provider) startHealth() {
 	go h.run(ctx)
 }
 
-// stopHealth stops the health loop and waits for it, within ctx.
+// stopHealth stops the health loop and waits for it, within ctx. The
+// loop never waits on a Check in progress, so this is prompt however the
+// Check behaves, and the stop keeps its whole budget.
 func (p *Provider) stopHealth(ctx context.Context) error {
 	p.mu.Lock()
 	h := p.health
@@ -156,6 +161,11 @@ func (h *healthLoop) run(ctx context.Context) {
 		fails, passes  int
 		lastTransition time.Time
 		lastErr        error
+		// hung is the result of a Check still running past its Timeout,
+		// nil while none is: a hung dependency holds one goroutine, and
+		// every tick until it returns counts as failed.
+		hung  chan error
+		since time.Time
 	)
 	for {
 		select {
@@ -163,9 +173,22 @@ func (h *healthLoop) run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		cctx, cancel := context.WithTimeout(ctx, hc.Timeout)
-		err := hc.Check(cctx)
-		cancel()
+		var err error
+		if hung != nil {
+			select {
+			case <-hung:
+				hung = nil // returned at last: its verdict is stale, check anew
+			default:
+				err = fmt.Errorf("provider: the health check started at %s is still running past its Timeout %s (a Check that ignores its ctx?)", since.Format(time.RFC3339Nano), hc.Timeout)
+			}
+		}
+		if hung == nil {
+			var started time.Time
+			hung, started, err = h.check(ctx, hc)
+			if hung != nil {
+				since = started
+			}
+		}
 		if ctx.Err() != nil {
 			return // stopping: a check cut by the stop says nothing
 		}
@@ -185,6 +208,29 @@ func (h *healthLoop) run(ctx context.Context) {
 			h.record(ctx, true, nil)
 		}
 	}
+}
+
+// check runs one Check in its own goroutine and waits for it until its
+// Timeout or the stop, whichever comes first. A Check still running then
+// is failed; its result arrives later on hung, which is buffered so that
+// the goroutine ends whenever the Check does, waited for or not.
+func (h *healthLoop) check(ctx context.Context, hc HealthCheck) (hung chan error, started time.Time, err error) {
+	started = time.Now()
+	res := make(chan error, 1)
+	cctx, cancel := context.WithTimeout(ctx, hc.Timeout)
+	go func() {
+		defer cancel()
+		res <- hc.Check(cctx)
+	}()
+	timer := time.NewTimer(hc.Timeout)
+	defer timer.Stop()
+	select {
+	case err := <-res:
+		return nil, started, err
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	return res, started, fmt.Errorf("provider: the health check did not return within its Timeout %s (a Check that ignores its ctx?)", hc.Timeout)
 }
 
 // record carries a verdict out: readiness, the node's status and, leaving

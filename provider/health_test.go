@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	pathpkg "path"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 
 	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/provider"
@@ -162,4 +165,94 @@ func get(t *testing.T, url string) int {
 		t.Fatal(err)
 	}
 	return testutil.Do(t, req).StatusCode
+}
+
+// hungCheck is a Check that ignores its ctx, as db.Ping does: while the
+// provider is sick it blocks until release is closed. hung counts the
+// calls that blocked.
+func hungCheck(hung *atomic.Int64, release <-chan struct{}) func(*sickProvider) func(context.Context) error {
+	return func(sp *sickProvider) func(context.Context) error {
+		return func(context.Context) error {
+			sp.checks.Add(1)
+			if sp.sick.Load() {
+				hung.Add(1)
+				<-release
+			}
+			return nil
+		}
+	}
+}
+
+// Issue 22: a Check still running at its Timeout counts as failed, and no
+// other Check starts until it returned; once it returns, checks run again
+// and the instance comes back.
+func TestAHungCheckTakesTheInstanceOutAndIsNotStartedAgain(t *testing.T) {
+	zkc := zktest.New(t)
+	conn := testutil.ZKConn(t, zkc.Addrs())
+	release := make(chan struct{})
+	var hung atomic.Int64
+	sp := startSickProvider(t, zkc, "hung", nil, hungCheck(&hung, release))
+	testutil.WaitFor(t, "a first check", func() bool { return sp.checks.Load() > 0 })
+	sp.sick.Store(true)
+	testutil.WaitFor(t, "out of rotation", func() bool { return len(sp.Health()) == 1 })
+	h := sp.Health()[0]
+	if h.Healthy || h.Err == nil || !strings.Contains(h.Err.Error(), "Timeout") {
+		t.Fatalf("transition %+v, want unhealthy with the Timeout's error", h)
+	}
+	if code := get(t, "http://"+sp.Addr().String()+"/readyz"); code != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz with a hung check: %d, want 503", code)
+	}
+	testutil.WaitFor(t, "the node OUT_OF_SERVICE", func() bool {
+		return nodeStatus(t, conn, "/services/quote/hung") == sd.StatusOutOfService
+	})
+	// Three failed intervals took it out; one Check was started for them.
+	if n := hung.Load(); n != 1 {
+		t.Fatalf("%d checks hung at once, want 1: a check started while one was still running", n)
+	}
+	sp.sick.Store(false)
+	n := sp.checks.Load()
+	close(release)
+	testutil.WaitFor(t, "checks start again, and it is back", func() bool {
+		h := sp.Health()
+		return sp.checks.Load() > n && len(h) == 2 && h[1].Healthy
+	})
+}
+
+// Issue 22: Stop never waits on a Check in progress: a Check hung past the
+// whole stop budget leaves every stop step to run, none skipped.
+func TestStopDoesNotWaitForAHungCheck(t *testing.T) {
+	zkc := zktest.New(t)
+	gw := startGateway(t, zkc)
+	release := make(chan struct{})
+	defer close(release)
+	var hung atomic.Int64
+	sp := startSickProvider(t, zkc, "hung", []string{gw.url}, hungCheck(&hung, release))
+	sp.sick.Store(true)
+	testutil.WaitFor(t, "a check hung", func() bool { return hung.Load() > 0 })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := sp.Stop(ctx); err != nil {
+		t.Fatalf("Stop with a hung check: %v", err)
+	}
+	for _, s := range sp.Report().Steps {
+		if s.Skipped || s.Err != nil {
+			t.Fatalf("stop step %+v, want run and passed", s)
+		}
+	}
+	if r := sp.Report(); len(r.Flush) != 1 || r.Flush[0].Err != nil {
+		t.Fatalf("flush reports %+v, want one acknowledged", r.Flush)
+	}
+}
+
+func nodeStatus(t *testing.T, conn *zk.Conn, path string) sd.Status {
+	t.Helper()
+	b, _, err := conn.Get(path)
+	if err != nil {
+		return ""
+	}
+	inst, err := sd.CuratorCodec{}.Decode("quote", pathpkg.Base(path), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inst.Status()
 }
