@@ -305,8 +305,9 @@ func (c Config) checkSession() (*settings, error) {
 	}
 	if c.BasePath == "" {
 		s.BasePath = sd.DefaultBasePath
-	} else if !strings.HasPrefix(c.BasePath, "/") || strings.HasSuffix(c.BasePath, "/") {
-		return nil, &ConfigError{Field: "BasePath", Env: EnvBasePath, Value: c.BasePath, Want: "an absolute ZooKeeper path such as /services"}
+	} else if !strings.HasPrefix(c.BasePath, "/") || c.BasePath == "/" || path.Clean(c.BasePath) != c.BasePath {
+		// sd refuses these at Start; say it at build, naming the field.
+		return nil, &ConfigError{Field: "BasePath", Env: EnvBasePath, Value: c.BasePath, Want: "a clean absolute ZooKeeper path such as /services (no trailing '/', '//', '.' or '..')"}
 	}
 	return s, nil
 }

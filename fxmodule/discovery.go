@@ -138,6 +138,11 @@ func newDiscovery(p discoveryParams) (discoveryResult, error) {
 		grpcAddr = net.JoinHostPort("", strconv.Itoa(g))
 		if p.Server == nil {
 			port = g
+		} else if g == port {
+			// Said here, not as Start's "address already in use", which
+			// reads like another process holding the port.
+			return discoveryResult{}, &ConfigError{Field: "GRPCPort", Env: EnvGRPCPort, Value: strconv.Itoa(g),
+				Want: fmt.Sprintf("a port other than %d, which the *http.Server listens on: the two servers need a port each", port)}
 		}
 	}
 	log := p.Common.logger()

@@ -235,6 +235,20 @@ func NewRegistrar(c *Client, inst Instance, opts ...RegistrarOption) (*Registrar
 	return r, nil
 }
 
+// CheckRegistrarOptions applies opts as NewRegistrar does and returns the
+// first error, so that code that builds its Registrar only once connected
+// (provider.New) can refuse a bad option, such as an unclean BasePath,
+// when it is built.
+func CheckRegistrarOptions(opts ...RegistrarOption) error {
+	var o registrarOptions
+	for _, opt := range opts {
+		if err := opt.applyRegistrar(&o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Czxid is the creation zxid of the node of the latest registration, kept
 // after DeregisterContext so that the stop can name the registration it
 // ends (flush requests are bound to it); 0 before the first registration.
