@@ -64,7 +64,7 @@ const (
 // the ZooKeeper fields and BasePath, Gateway adds FlushSecret, FlushPath and
 // FlushAudiences, and Discovery reads the rest. It is plain data: supply it
 // with fx.Supply, or provide it from the environment with
-// fx.Provide(fxmodule.ConfigFromEnv). Zero values take the defaults listed
+// fxmodule.FromEnv(). Zero values take the defaults listed
 // in the package documentation.
 type Config struct {
 	// ZKServers is the ZooKeeper connect string, "host:port,...[/chroot]".
@@ -173,10 +173,11 @@ func (e *ConfigError) Error() string {
 // Unwrap returns the cause.
 func (e *ConfigError) Unwrap() error { return e.Err }
 
-// ConfigFromEnv reads a Config from the GRACEKIT_* environment variables.
-// Unset variables leave their field zero, which takes the default; a
-// malformed value is a *ConfigError. Required fields are checked when the
-// module builds, not here.
+// ConfigFromEnv reads a Config from the GRACEKIT_* environment variables,
+// for code without fx (a plain main, a tool); an fx app uses FromEnv,
+// which also gives fx the stop timeout. Unset variables leave their field
+// zero, which takes the default; a malformed value is a *ConfigError.
+// Required fields are checked when the module builds, not here.
 func ConfigFromEnv() (Config, error) {
 	return configFromLookup(os.LookupEnv)
 }

@@ -52,7 +52,8 @@ type commonParams struct {
 
 	Lifecycle fx.Lifecycle
 	Config    Config
-	// Logger receives lifecycle events and component logs; nil is silent.
+	// Logger receives lifecycle events and component logs; without one
+	// they go to slog.Default().
 	Logger *slog.Logger `optional:"true"`
 	// Metrics, when supplied, are updated (see Metrics).
 	Metrics *Metrics `optional:"true"`
@@ -60,7 +61,7 @@ type commonParams struct {
 
 func (p commonParams) logger() *slog.Logger {
 	if p.Logger == nil {
-		return slog.New(slog.DiscardHandler)
+		return slog.Default()
 	}
 	return p.Logger
 }
@@ -81,6 +82,9 @@ type consumerResult struct {
 }
 
 func newConsumer(p commonParams) (consumerResult, error) {
+	if err := requireSet(sessionNeeds(p.Config)...); err != nil {
+		return consumerResult{}, err
+	}
 	s, err := p.Config.checkSession()
 	if err != nil {
 		return consumerResult{}, err

@@ -116,6 +116,9 @@ func newDiscovery(p discoveryParams) (discoveryResult, error) {
 	if p.Route != nil && p.Server == nil {
 		return discoveryResult{}, fmt.Errorf("fxmodule: Gateway serves its flush handler on the app's *http.Server, and the app provides none")
 	}
+	if err := requireSet(providerNeeds(p.Common.Config, p.Server, p.GRPC != nil, p.Route != nil)...); err != nil {
+		return discoveryResult{}, err
+	}
 	s, err := p.Common.Config.checkProvider(p.Route != nil)
 	if err != nil {
 		return discoveryResult{}, err

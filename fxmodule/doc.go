@@ -17,7 +17,7 @@
 // needed to use what it provides:
 //
 //	fx.New(
-//		fx.Provide(fxmodule.ConfigFromEnv), // or fx.Supply(fxmodule.Config{...})
+//		fxmodule.FromEnv(),                 // or fx.Supply(fxmodule.Config{...})
 //		fx.Provide(newServer),              // returns the app's *http.Server
 //		fxmodule.Discovery,
 //		fxmodule.Consumer,                  // if it calls other services
@@ -31,8 +31,11 @@
 //
 // # Configuration
 //
-// Config is plain data. ConfigFromEnv reads it from these environment
-// variables; a field left zero takes the default shown. Consumer reads
+// Config is plain data. In an fx app, FromEnv provides it from these
+// environment variables (and sets fx's stop timeout from
+// GRACEKIT_STOP_TIMEOUT); ConfigFromEnv reads the same variables for code
+// without fx. A field left zero takes the default shown; a role whose
+// required settings are unset fails with a *ConfigError naming them all. Consumer reads
 // only the GRACEKIT_ZK_* variables and GRACEKIT_BASE_PATH; Gateway also
 // reads GRACEKIT_FLUSH_SECRET, GRACEKIT_FLUSH_PATH and
 // GRACEKIT_FLUSH_AUDIENCES; Discovery reads the others.
@@ -46,6 +49,7 @@
 //	GRACEKIT_INSTANCE_ID            InstanceID          a random UUID
 //	GRACEKIT_ADDRESS                Address             required: the address others reach us at
 //	GRACEKIT_PORT                   Port                registered, and listened on unless Server.Addr is set; 0 takes Server.Addr's port
+//	GRACEKIT_GRPC_PORT              GRPCPort            required with a *grpc.Server: listened on, registered in metadata gRPC_port
 //	GRACEKIT_METADATA               Metadata            none; "key=value,key=value"
 //	GRACEKIT_FLUSH_SECRET           FlushSecret         none; >= 16 bytes, required by Gateway and with signed flush targets
 //	GRACEKIT_FLUSH_TARGETS          FlushTargets        none; comma-separated flush URLs (signed POST)
@@ -98,6 +102,6 @@
 // An optional *slog.Logger in the container (fx.Supply(logger)) receives
 // the lifecycle events of the start and stop steps, through
 // lifecycle.SlogListener, and the logs of provider, consumer, sd, endpoint
-// and shutdown. Without one they are silent. fx's own logger (fx.WithLogger) reports the
+// and shutdown. Without one they go to slog.Default(). fx's own logger (fx.WithLogger) reports the
 // module's hooks as it does any hook.
 package fxmodule

@@ -48,7 +48,7 @@ func ExampleConfigFromEnv() {
 func ExampleDiscovery() {
 	var p *provider.Provider
 	app := fx.New(
-		fx.Provide(fxmodule.ConfigFromEnv),
+		fxmodule.FromEnv(),
 		fx.Provide(func() *http.Server {
 			mux := http.NewServeMux()
 			mux.HandleFunc("/hello", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "hello") })
@@ -91,7 +91,7 @@ func ExampleConsumer() {
 		return &http.Server{Handler: mux}, nil
 	}
 	fx.New(
-		fx.Provide(fxmodule.ConfigFromEnv),
+		fxmodule.FromEnv(),
 		fx.Provide(server),
 		fxmodule.Discovery,
 		fxmodule.Consumer,

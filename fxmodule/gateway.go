@@ -53,6 +53,12 @@ type flushRoute struct {
 }
 
 func newGateway(p commonParams) (consumerResult, error) {
+	// Gateway is built before Discovery, whose needs it names too; the
+	// port is left to Discovery, which sees the server's Addr.
+	needs := providerNeeds(p.Config, nil, false, true)
+	if err := requireSet(needs...); err != nil {
+		return consumerResult{}, err
+	}
 	s, err := p.Config.checkGateway()
 	if err != nil {
 		return consumerResult{}, err
