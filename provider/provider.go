@@ -256,6 +256,14 @@ func New(sess *sd.Session, cfg Config, opts ...Option) (*Provider, error) {
 			return nil, err
 		}
 	}
+	// The Registrar is made at Start; its options (a base path) are
+	// refused here, at build.
+	if err := sd.CheckRegistrarOptions(o.registrar...); err != nil {
+		return nil, fmt.Errorf("provider: WithRegistrarOptions: %w", err)
+	}
+	if err := samePort(cfg); err != nil {
+		return nil, err
+	}
 	if len(cfg.Flush.Gateways) > 0 && o.consumer == nil {
 		return nil, fmt.Errorf("provider: Flush.Gateways %v need WithConsumer, which watches them", cfg.Flush.Gateways)
 	}
@@ -550,6 +558,25 @@ func (p *Provider) GRPCAddr() net.Addr {
 		return nil
 	}
 	return addrs[len(addrs)-1]
+}
+
+// samePort refuses a Server and a GRPC that would listen on one port:
+// said at build rather than as Start's "address already in use", which
+// reads like another process holding the port.
+func samePort(cfg Config) error {
+	if cfg.Server == nil || cfg.GRPC == nil || cfg.Listener != nil || cfg.GRPCListener != nil {
+		return nil
+	}
+	addr := cfg.Addr
+	if hs, ok := cfg.Server.(*http.Server); ok && addr == "" {
+		addr = hs.Addr
+	}
+	_, hp, err1 := net.SplitHostPort(addr)
+	_, gp, err2 := net.SplitHostPort(cfg.GRPCAddr)
+	if err1 != nil || err2 != nil || hp != gp || hp == "" || hp == "0" {
+		return nil
+	}
+	return fmt.Errorf("provider: Config.GRPCAddr %q and the HTTP server's address %q have one port: the two servers need a port each; give GRPCAddr another", cfg.GRPCAddr, addr)
 }
 
 // grpcPort is the port GRPC is registered with: its listener's, its
