@@ -340,4 +340,3 @@ func TestKubernetesManifestsNameOnlyVariablesTheLibraryReads(t *testing.T) {
 		}
 	}
 }
-
