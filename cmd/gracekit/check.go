@@ -44,7 +44,7 @@ type finding struct {
 // checkOutput is check -o json.
 type checkOutput struct {
 	BasePath string    `json:"base_path"`
-	Time     time.Time `json:"time"`
+	Time     msTime    `json:"time"`
 	Services int       `json:"services"`
 	Nodes    int       `json:"nodes"` // children of the service nodes
 	Findings []finding `json:"findings"`
@@ -109,7 +109,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return fail(stderr, err)
 	}
-	out := checkOutput{BasePath: cfg.basePath, Time: time.Now().UTC(), Services: len(scans), Findings: []finding{}}
+	out := checkOutput{BasePath: cfg.basePath, Time: msTime{time.Now().UTC()}, Services: len(scans), Findings: []finding{}}
 	for _, s := range scans {
 		out.Nodes += len(s.nodes)
 		found = append(found, checkService(s, lim)...)

@@ -22,6 +22,13 @@ const (
 	envBasePath         = "GRACEKIT_BASE_PATH"
 )
 
+// Node layouts, -layout. The library reads no variable for its layout (the
+// codec is an option in code), so neither does the tool.
+const (
+	layoutCurator = "curator"
+	layoutPlain   = "plain"
+)
+
 // config is where and how to reach the registry, and how to print.
 type config struct {
 	connect        string
@@ -31,13 +38,14 @@ type config struct {
 	timeout        time.Duration
 	basePath       string
 	json           bool
+	codec          sd.Codec // the node layout, -layout
 }
 
 // commonFlags are the flags every command takes. A flag left unset takes
 // its environment variable, then the library's default.
 type commonFlags struct {
-	zk, basePath, auth, output string
-	timeout                    time.Duration
+	zk, basePath, auth, output, layout string
+	timeout                            time.Duration
 }
 
 func addCommonFlags(fs *flag.FlagSet) *commonFlags {
@@ -47,6 +55,7 @@ func addCommonFlags(fs *flag.FlagSet) *commonFlags {
 	fs.StringVar(&f.auth, "auth", "", "digest credentials user:password (default $"+envZKAuth+")")
 	fs.DurationVar(&f.timeout, "timeout", 0, fmt.Sprintf("session timeout, also the bound on connecting (default $%s, else %v)", envZKSessionTimeout, sd.DefaultSessionTimeout))
 	fs.StringVar(&f.output, "o", "text", "output format: text or json")
+	fs.StringVar(&f.layout, "layout", layoutCurator, "node layout: curator (Curator x-discovery JSON, Spring's) or plain (data-less /<base>/<service>/<host:port> nodes, sd.PlainCodec)")
 	return f
 }
 
@@ -68,6 +77,15 @@ func (f *commonFlags) resolve(fs *flag.FlagSet) (config, error) {
 		c.json = true
 	default:
 		return c, &usageError{fmt.Sprintf("-o %q: want text or json", f.output)}
+	}
+
+	switch f.layout {
+	case layoutCurator:
+		c.codec = sd.CuratorCodec{}
+	case layoutPlain:
+		c.codec = sd.PlainCodec{}
+	default:
+		return c, &usageError{fmt.Sprintf("-layout %q: want %s or %s", f.layout, layoutCurator, layoutPlain)}
 	}
 
 	c.connect = pick("zk", f.zk, envZKServers)

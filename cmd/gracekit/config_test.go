@@ -64,7 +64,9 @@ func TestUsageAndConfigurationErrorsExitTwo(t *testing.T) {
 		{name: "a base path from the environment with a trailing slash", give: append([]string{"ls"}, zk...),
 			env: map[string]string{envBasePath: "/services/"}, want: envBasePath},
 		{name: "two services to ls", give: append([]string{"ls", "a", "b"}, zk...), want: "wrong number of arguments"},
-		{name: "watch without a service", give: append([]string{"watch"}, zk...), want: "wrong number of arguments"},
+		{name: "watch with two services", give: append([]string{"watch", "a", "b"}, zk...), want: "wrong number of arguments"},
+		{name: "an unknown layout", give: append([]string{"ls", "-layout", "etcd"}, zk...), want: "-layout"},
+		{name: "an unknown status to list", give: append([]string{"ls", "-status", "DOWN"}, zk...), want: "-status"},
 		{name: "a service name with a slash", give: append([]string{"watch", "a/b"}, zk...), want: "without '/'"},
 		{name: "a negative -for", give: append([]string{"watch", "a", "-for", "-1s"}, zk...), want: "-for"},
 		{name: "an unknown finding kind to ignore", give: append([]string{"check", "-ignore", "typos"}, zk...), want: "-ignore"},
@@ -135,8 +137,10 @@ func TestEnvironmentIsReadAndFlagsWin(t *testing.T) {
 	if got := services(); len(got) != 1 || got[0] != "quote" {
 		t.Fatalf("from the environment: services %v, want [quote]", got)
 	}
-	if got := services("-base-path", "/nothing-here"); len(got) != 0 {
-		t.Fatalf("-base-path over the environment: services %v, want none", got)
+	// -base-path wins over the environment: a base path that does not
+	// exist is said so (issue 22), not listed as an empty registry.
+	if code, _, stderr := gk(t, "ls", "-base-path", "/nothing-here"); code != exitUsage || !strings.Contains(stderr, "/nothing-here does not exist") {
+		t.Fatalf("-base-path over the environment: exit %d, %q; want 2 and the base path named", code, stderr)
 	}
 	// A chroot in the connect string: the base path is inside it.
 	if got := services("-zk", c.ConnectString()+base, "-base-path", "/quote"); len(got) != 1 || got[0] != "q1" {

@@ -6,11 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"text/tabwriter"
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/gracekit/gracekit/sd"
 )
 
 // Statuses ls prints for nodes that are not an instance.
@@ -22,7 +25,7 @@ const (
 // lsOutput is ls -o json.
 type lsOutput struct {
 	BasePath string      `json:"base_path"`
-	Time     time.Time   `json:"time"` // when the registry was read; ages are counted from it
+	Time     msTime      `json:"time"` // when the registry was read; ages are counted from it
 	Services []lsService `json:"services"`
 }
 
@@ -47,12 +50,12 @@ type lsInstance struct {
 	// Registered is Curator's registrationTimeUTC: when the instance first
 	// registered. gracekit's Registrar and Curator keep it when they
 	// re-create the node after a session expiry.
-	Registered *time.Time `json:"registered,omitempty"`
+	Registered *msTime `json:"registered,omitempty"`
 	// AgeSeconds counts from Registered (from Created when there is none).
 	AgeSeconds float64 `json:"age_seconds"`
 	// Created is the node's ctime: when the current node was created.
-	Created time.Time `json:"created,omitzero"`
-	Czxid   int64     `json:"czxid"`
+	Created msTime `json:"created,omitzero"`
+	Czxid   int64  `json:"czxid"`
 	// Owner is the session that owns the node (ephemeralOwner), in hex,
 	// "" when OwnerKind is not "session".
 	Owner string `json:"owner,omitempty"`
@@ -70,6 +73,7 @@ func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("ls", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	common := addCommonFlags(fs)
+	status := fs.String("status", "", "list only the instances with this status: UP, OUT_OF_SERVICE, MALFORMED or UNREADABLE")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: gracekit ls [flags] [service]")
 		fs.PrintDefaults()
@@ -77,6 +81,11 @@ func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	pos, cfg, err := parseCommand(fs, common, args, 0, 1)
 	if err != nil {
 		return fail(stderr, err)
+	}
+	switch *status {
+	case "", string(sd.StatusUp), string(sd.StatusOutOfService), statusMalformed, statusUnreadable:
+	default:
+		return fail(stderr, &usageError{fmt.Sprintf("-status %q: want %s, %s, %s or %s", *status, sd.StatusUp, sd.StatusOutOfService, statusMalformed, statusUnreadable)})
 	}
 	reg, ctx, err := dial(ctx, cfg, true)
 	if err != nil {
@@ -88,6 +97,12 @@ func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, err)
 	}
 	out := lsResult(cfg.basePath, scans, time.Now())
+	if *status != "" {
+		for i := range out.Services {
+			s := &out.Services[i]
+			s.Instances = slices.DeleteFunc(s.Instances, func(in lsInstance) bool { return in.Status != *status })
+		}
+	}
 	if cfg.json {
 		err = writeJSON(stdout, out)
 	} else {
@@ -100,7 +115,7 @@ func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 func lsResult(base string, scans []serviceScan, now time.Time) lsOutput {
-	out := lsOutput{BasePath: base, Time: now.UTC(), Services: []lsService{}}
+	out := lsOutput{BasePath: base, Time: msTime{now.UTC()}, Services: []lsService{}}
 	for _, s := range scans {
 		svc := lsService{Name: s.name, Path: s.path, Exists: s.exists, Instances: []lsInstance{}}
 		if s.listErr != nil {
@@ -122,12 +137,12 @@ func lsNode(n nodeScan, now time.Time) lsInstance {
 	}
 	var since time.Time
 	if n.stat != nil { // also for a node we may not read: its Stat needs no permission
-		li.Created = time.UnixMilli(st.Ctime).UTC()
+		li.Created = msTime{time.UnixMilli(st.Ctime).UTC()}
 		li.Czxid = st.Czxid
 		li.OwnerKind = ownerKind(&st)
 		li.Owner = ownerHex(&st)
 		li.Creator = li.OwnerKind == ownerSession
-		since = li.Created
+		since = li.Created.Time
 	}
 	switch {
 	case n.readErr != nil:
@@ -139,9 +154,9 @@ func lsNode(n nodeScan, now time.Time) lsInstance {
 		li.Status = string(n.inst.Status())
 		li.Metadata = n.inst.Metadata
 		if !n.inst.RegistrationTime.IsZero() {
-			rt := n.inst.RegistrationTime.UTC()
+			rt := msTime{n.inst.RegistrationTime.UTC()}
 			li.Registered = &rt
-			since = rt
+			since = rt.Time
 		}
 	}
 	if !since.IsZero() {
@@ -152,25 +167,26 @@ func lsNode(n nodeScan, now time.Time) lsInstance {
 
 func writeLsText(w io.Writer, out lsOutput) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SERVICE\tID\tADDRESS\tPORT\tSTATUS\tREGISTERED\tAGE\tOWNER\tCREATOR")
+	fmt.Fprintln(tw, "SERVICE\tID\tADDRESS\tPORT\tSSLPORT\tSTATUS\tREGISTERED\tAGE\tOWNER\tCREATOR")
 	for _, s := range out.Services {
 		switch {
 		case s.Error != "":
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t%s\t-\t-\t-\t-\t(%s)\n", s.Name, statusUnreadable, s.Error)
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t%s\t-\t-\t-\t-\t(%s)\n", s.Name, statusUnreadable, s.Error)
 		case !s.Exists:
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t-\t(no node %s)\n", s.Name, s.Path)
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t(no node %s)\n", s.Name, s.Path)
 		case len(s.Instances) == 0:
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t-\t(no instances)\n", s.Name)
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t(no instances)\n", s.Name)
 		}
 		for _, i := range s.Instances {
-			addr, port, reg, age, owner, creator := "-", "-", "-", "-", "-", "-"
+			addr, port, ssl, reg, age, owner, creator := "-", "-", "-", "-", "-", "-", "-"
 			if i.Address != "" {
 				addr = i.Address
 			}
 			if i.Port != 0 {
 				port = strconv.Itoa(i.Port)
-			} else if i.SSLPort != 0 {
-				port = strconv.Itoa(i.SSLPort) + "/ssl"
+			}
+			if i.SSLPort != 0 {
+				ssl = strconv.Itoa(i.SSLPort)
 			}
 			if i.Registered != nil {
 				reg = i.Registered.Format(time.RFC3339)
@@ -187,7 +203,7 @@ func writeLsText(w io.Writer, out lsOutput) error {
 			case i.OwnerKind != "":
 				creator = "no (" + i.OwnerKind + ")"
 			}
-			line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", s.Name, i.ID, addr, port, i.Status, reg, age, owner, creator)
+			line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", s.Name, i.ID, addr, port, ssl, i.Status, reg, age, owner, creator)
 			if i.Error != "" {
 				line += "\t(" + i.Error + ")"
 			}
@@ -212,6 +228,16 @@ func formatAge(d time.Duration) string {
 		return fmt.Sprintf("%dh%dm", s/3600, s%3600/60)
 	}
 	return fmt.Sprintf("%dd%dh", s/86400, s%86400/3600)
+}
+
+// msTime is a time that JSON carries with milliseconds, always three
+// digits, as the README shows; time.Time's own encoding gives one to nine.
+type msTime struct{ time.Time }
+
+const msLayout = "2006-01-02T15:04:05.000Z07:00"
+
+func (t msTime) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + t.Format(msLayout) + `"`), nil
 }
 
 // writeJSON writes v as one indented JSON document.

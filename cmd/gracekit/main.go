@@ -2,7 +2,7 @@
 // Cloud Zookeeper) registry in ZooKeeper holds:
 //
 //	gracekit ls [service]      services and instances, one line each
-//	gracekit watch <service>   changes as they happen, until interrupted
+//	gracekit watch [service]   changes as they happen, until interrupted
 //	gracekit check [service]   lints the registry; exit 1 on findings
 //
 // It reads the library's GRACEKIT_ZK_SERVERS, GRACEKIT_ZK_SESSION_TIMEOUT,
@@ -46,7 +46,7 @@ const usageText = `usage: gracekit <command> [flags] [args]
 
 commands:
   ls [service]       list services and instances (address, port, status, registration, owner session)
-  watch <service>    print changes to a service's instances as they happen, until SIGINT or -for
+  watch [service]    print changes to a service's instances (or every service's) as they happen, until SIGINT or -for
   check [service]    lint the registry; exit 1 on findings
 
 common flags (each defaults to the library's environment variable):
@@ -54,6 +54,7 @@ common flags (each defaults to the library's environment variable):
   -base-path string  parent of service nodes ($GRACEKIT_BASE_PATH, default /services)
   -auth string       digest credentials user:password ($GRACEKIT_ZK_AUTH)
   -timeout duration  session timeout, also the bound on connecting ($GRACEKIT_ZK_SESSION_TIMEOUT, default 10s)
+  -layout curator|plain  node layout: Curator JSON (default) or data-less host:port nodes
   -o text|json       output format (default text)
 
 "gracekit <command> -h" lists a command's own flags.

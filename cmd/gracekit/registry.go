@@ -37,6 +37,8 @@ type registry struct {
 	conn    *zk.Conn
 	chroot  string
 	base    string // the base path, outside the chroot
+	codec   sd.Codec
+	socks   *sockets
 	drained chan struct{}
 	stopCtx func() bool
 
@@ -50,7 +52,11 @@ type registry struct {
 // requests in flight, since go-zookeeper's calls take no ctx.
 func dial(ctx context.Context, cfg config, oneShot bool) (*registry, context.Context, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
-	r := &registry{chroot: cfg.chroot, base: cfg.basePath, drained: make(chan struct{})}
+	codec := cfg.codec
+	if codec == nil {
+		codec = sd.CuratorCodec{}
+	}
+	r := &registry{chroot: cfg.chroot, base: cfg.basePath, codec: codec, socks: &sockets{dial: dialer}, drained: make(chan struct{})}
 	ready := make(chan struct{})
 	authFailed := make(chan struct{})
 	var readyOnce, failOnce sync.Once
@@ -77,7 +83,7 @@ func dial(ctx context.Context, cfg config, oneShot bool) (*registry, context.Con
 		}
 	}
 	conn, events, err := zk.Connect(cfg.servers, cfg.timeout,
-		zk.WithLogger(silent{}), zk.WithLogInfo(false), zk.WithDialer(dialer), zk.WithEventCallback(cb))
+		zk.WithLogger(silent{}), zk.WithLogInfo(false), zk.WithDialer(r.socks.dialTimeout), zk.WithEventCallback(cb))
 	if err != nil {
 		cancel(nil)
 		return nil, nil, fmt.Errorf("gracekit: connect %v: %w", cfg.servers, err)
@@ -130,17 +136,102 @@ func dial(ctx context.Context, cfg config, oneShot bool) (*registry, context.Con
 	return nil, nil, err
 }
 
-// close ends the session and waits, a bounded time, for go-zookeeper's
-// goroutines.
+// closeWait bounds how long close waits for go-zookeeper to end: so that
+// -timeout bounds every exit, within a second.
+const closeWait = 500 * time.Millisecond
+
+// close ends the session and waits, at most closeWait, for go-zookeeper's
+// goroutines. go-zookeeper's Close waits a second for a reply that a
+// frozen server never sends, and its handshake reads for ten times the
+// session timeout: so the sockets are closed under it, and Close is not
+// waited for past closeWait.
 func (r *registry) close() {
 	r.stopCtx()
-	r.conn.Close()
-	t := time.NewTimer(5 * time.Second)
+	closed := make(chan struct{})
+	go func() { r.conn.Close(); close(closed) }()
+	r.socks.closeAll()
+	t := time.NewTimer(closeWait)
 	defer t.Stop()
-	select {
-	case <-r.drained:
-	case <-t.C:
+	for _, c := range []chan struct{}{r.drained, closed} {
+		select {
+		case <-c:
+		case <-t.C:
+			return
+		}
 	}
+}
+
+// sockets is go-zookeeper's dialer with a record of what it dialled, so
+// that close can cut a connection go-zookeeper itself would wait on.
+type sockets struct {
+	dial zk.Dialer
+
+	mu     sync.Mutex
+	conns  []net.Conn
+	closed bool
+}
+
+func (s *sockets) dialTimeout(network, addr string, timeout time.Duration) (net.Conn, error) {
+	c, err := s.dial(network, addr, timeout)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		_ = c.Close()
+		return nil, net.ErrClosed
+	}
+	s.conns = append(s.conns, c)
+	return c, nil
+}
+
+func (s *sockets) closeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	for _, c := range s.conns {
+		_ = c.Close()
+	}
+	s.conns = nil
+}
+
+// checkBase says, as a usage error, that the chroot or the base path does
+// not exist: a typo would otherwise read as an empty, clean registry.
+func (r *registry) checkBase(ctx context.Context) error {
+	if err := r.checkChroot(ctx); err != nil {
+		return err
+	}
+	ok, _, err := r.conn.Exists(r.full(r.base))
+	if err != nil {
+		return wrap(ctx, "look up", r.base, err)
+	}
+	if !ok {
+		return &usageError{fmt.Sprintf("the base path %s does not exist%s: check -base-path / %s (nothing was ever registered there)", r.base, r.inChroot(), envBasePath)}
+	}
+	return nil
+}
+
+// checkChroot says, as a usage error, that the connect string's chroot
+// does not exist.
+func (r *registry) checkChroot(ctx context.Context) error {
+	if r.chroot != "" {
+		ok, _, err := r.conn.Exists(r.chroot)
+		if err != nil {
+			return wrap(ctx, "look up the chroot", r.chroot, err)
+		}
+		if !ok {
+			return &usageError{fmt.Sprintf("the chroot %s of -zk / %s does not exist on the server: check the connect string", r.chroot, envZKServers)}
+		}
+	}
+	return nil
+}
+
+func (r *registry) inChroot() string {
+	if r.chroot == "" {
+		return ""
+	}
+	return " under the chroot " + r.chroot
 }
 
 // setOnEvent sets the function that gets every event from now on. It is
@@ -270,7 +361,7 @@ func (r *registry) scanService(ctx context.Context, service string, acl bool) (s
 				errs[i] = wrap(ctx, "read", n.path, n.readErr)
 				return
 			case n.readErr == nil:
-				n.inst, n.decErr = sd.CuratorCodec{}.Decode(service, name, n.data)
+				n.inst, n.decErr = r.codec.Decode(service, name, n.data)
 			default: // exists needs no permission: the Stat says who owns it
 				_, n.stat, _ = r.conn.Exists(r.full(n.path))
 			}
@@ -300,6 +391,9 @@ func firstErr(errs []error) error {
 
 // scan reads the services named, or every service when none is.
 func (r *registry) scan(ctx context.Context, services []string, acl bool) ([]serviceScan, error) {
+	if err := r.checkBase(ctx); err != nil {
+		return nil, err
+	}
 	if len(services) == 0 {
 		var err error
 		if services, err = r.listServices(ctx); err != nil {

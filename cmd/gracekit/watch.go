@@ -39,19 +39,19 @@ const reconnectSettle = 250 * time.Millisecond // sd's value, which 100 ms faile
 
 // watchEvent is one line of watch -o json.
 type watchEvent struct {
-	Time      time.Time `json:"time"`
-	Event     string    `json:"event"`
-	Service   string    `json:"service"`
-	ID        string    `json:"id,omitempty"`
-	Path      string    `json:"path,omitempty"`
-	Address   string    `json:"address,omitempty"`
-	Port      int       `json:"port,omitempty"`
-	SSLPort   int       `json:"ssl_port,omitempty"`
-	Status    string    `json:"status,omitempty"`
-	OldStatus string    `json:"old_status,omitempty"` // for "status"
-	Owner     string    `json:"owner,omitempty"`
-	Error     string    `json:"error,omitempty"`
-	Instances *int      `json:"instances,omitempty"` // for "watching" and "connected"
+	Time      msTime `json:"time"`
+	Event     string `json:"event"`
+	Service   string `json:"service"`
+	ID        string `json:"id,omitempty"`
+	Path      string `json:"path,omitempty"`
+	Address   string `json:"address,omitempty"`
+	Port      int    `json:"port,omitempty"`
+	SSLPort   int    `json:"ssl_port,omitempty"`
+	Status    string `json:"status,omitempty"`
+	OldStatus string `json:"old_status,omitempty"` // for "status"
+	Owner     string `json:"owner,omitempty"`
+	Error     string `json:"error,omitempty"`
+	Instances *int   `json:"instances,omitempty"` // for "watching" and "connected"
 }
 
 func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -60,10 +60,10 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	common := addCommonFlags(fs)
 	forD := fs.Duration("for", 0, "stop after this long (default: until SIGINT)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: gracekit watch [flags] <service>")
+		fmt.Fprintln(stderr, "usage: gracekit watch [flags] [service]")
 		fs.PrintDefaults()
 	}
-	pos, cfg, err := parseCommand(fs, common, args, 1, 1)
+	pos, cfg, err := parseCommand(fs, common, args, 0, 1)
 	if err != nil {
 		return fail(stderr, err)
 	}
@@ -80,23 +80,174 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fail(stderr, err)
 	}
 	defer reg.close()
-	w := newWatcher(reg, pos[0])
 	enc := json.NewEncoder(stdout)
-	w.out = func(ev watchEvent) error {
+	var outMu sync.Mutex // watch-all's services print from goroutines of their own
+	out := func(ev watchEvent) error {
+		outMu.Lock()
+		defer outMu.Unlock()
 		if cfg.json {
 			return enc.Encode(ev)
 		}
 		_, err := fmt.Fprintln(stdout, watchText(ev))
 		return err
 	}
-	if err := w.run(ctx); err != nil {
+	if len(pos) == 0 {
+		// Every service: the base path must exist, as for ls.
+		if err := reg.checkBase(ctx); err != nil {
+			return fail(stderr, err)
+		}
+		err = newAllWatcher(reg, out).run(ctx)
+	} else {
+		// One service may appear later, its base path with it; a chroot
+		// that does not exist is a typo.
+		if err := reg.checkChroot(ctx); err != nil {
+			return fail(stderr, err)
+		}
+		w := newWatcher(reg, pos[0])
+		w.out = out
+		reg.setOnEvent(w.onEvent)
+		err = w.run(ctx)
+		reg.setOnEvent(nil)
+	}
+	if err != nil && ctx.Err() == nil {
 		return fail(stderr, err)
 	}
 	return exitOK
 }
 
+// allWatcher follows every service under the base path: a children watch
+// on the base path starts a watcher for each service it lists, and the
+// session's changes are printed once, with service "*".
+type allWatcher struct {
+	reg  *registry
+	full string // the base path on the server
+	out  func(watchEvent) error
+
+	mu        sync.Mutex
+	watchers  map[string]*watcher
+	connected bool
+	relist    bool
+	notes     []watchEvent
+	wake      chan struct{}
+}
+
+func newAllWatcher(reg *registry, out func(watchEvent) error) *allWatcher {
+	a := &allWatcher{reg: reg, full: reg.full(reg.base), out: out, watchers: map[string]*watcher{},
+		connected: true, relist: true, wake: make(chan struct{}, 1)}
+	reg.setOnEvent(a.onEvent)
+	return a
+}
+
+// onEvent runs on go-zookeeper's goroutine: it takes notes and hands the
+// event to every service's watcher.
+func (a *allWatcher) onEvent(ev zk.Event) {
+	a.mu.Lock()
+	note := func(kind string) {
+		a.notes = append(a.notes, watchEvent{Time: msTime{time.Now().UTC()}, Event: kind, Service: "*", Path: a.reg.base})
+	}
+	switch {
+	case ev.Type == zk.EventSession:
+		switch ev.State {
+		case zk.StateDisconnected, zk.StateConnecting:
+			if a.connected {
+				a.connected = false
+				note(evDisconnected)
+			}
+		case zk.StateExpired:
+			a.relist = true
+			note(evExpired)
+		case zk.StateHasSession:
+			if !a.connected {
+				a.connected, a.relist = true, true
+			}
+		}
+	case ev.Type == zk.EventNotWatching, ev.Path == a.full:
+		a.relist = true
+	}
+	ws := slices.Collect(maps.Values(a.watchers))
+	a.mu.Unlock()
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+	for _, w := range ws {
+		w.onEvent(ev)
+	}
+}
+
+func (a *allWatcher) run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		a.reg.setOnEvent(nil)
+		cancel()
+		wg.Wait()
+	}()
+	errc := make(chan error, 1)
+	for {
+		a.mu.Lock()
+		notes, relist := a.notes, a.relist
+		a.notes, a.relist = nil, false
+		a.mu.Unlock()
+		for _, n := range notes {
+			if err := a.out(n); err != nil {
+				return fmt.Errorf("gracekit: write: %w", err)
+			}
+		}
+		if relist {
+			// Each call arms a watch; go-zookeeper fires them all at once.
+			names, _, _, err := a.reg.conn.ChildrenW(a.full)
+			if errors.Is(err, zk.ErrNoNode) { // a container base path went with its last service
+				_, _, _, err = a.reg.conn.ExistsW(a.full)
+			}
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				if nodeError(err) {
+					return fmt.Errorf("gracekit: watch %s: %w", a.reg.base, err)
+				}
+				// Down: listed again when the session is back.
+			}
+			slices.Sort(names)
+			for _, name := range names {
+				a.mu.Lock()
+				_, ok := a.watchers[name]
+				var w *watcher
+				if !ok && sd.ValidNodeName(name) {
+					w = newWatcher(a.reg, name)
+					w.quiet = true
+					w.out = a.out
+					a.watchers[name] = w
+				}
+				a.mu.Unlock()
+				if w == nil {
+					continue
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if err := w.run(ctx); err != nil {
+						select {
+						case errc <- err:
+						default:
+						}
+					}
+				}()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-errc:
+			return err
+		case <-a.wake:
+		}
+	}
+}
+
 func watchText(ev watchEvent) string {
-	s := ev.Time.Format("2006-01-02T15:04:05.000Z07:00") + "  " + fmt.Sprintf("%-12s", ev.Event)
+	s := ev.Time.Format(msLayout) + "  " + fmt.Sprintf("%-12s", ev.Event)
 	switch ev.Event {
 	case evWatching, evConnected:
 		return s + fmt.Sprintf(" %s %s: %d instances", ev.Service, ev.Path, *ev.Instances)
@@ -105,11 +256,14 @@ func watchText(ev watchEvent) string {
 	}
 	s += " " + ev.Service + "/" + ev.ID
 	if ev.Address != "" {
-		port := ev.Port
-		if port == 0 {
-			port = ev.SSLPort
+		if ev.Port != 0 {
+			s += "  " + ev.Address + ":" + strconv.Itoa(ev.Port)
+		} else {
+			s += "  " + ev.Address
 		}
-		s += "  " + ev.Address + ":" + strconv.Itoa(port)
+		if ev.SSLPort != 0 {
+			s += " ssl:" + strconv.Itoa(ev.SSLPort)
+		}
 	}
 	switch {
 	case ev.OldStatus != "":
@@ -136,9 +290,12 @@ type watcher struct {
 	full    string // on the server
 	out     func(watchEvent) error
 
+	quiet bool // watch-all prints the session's changes once, not per service
+
 	mu        sync.Mutex
 	pend      pending
 	connected bool
+	announce  bool // a "connected" line is owed: the connection dropped since the last
 	wake      chan struct{}
 
 	// Owned by run.
@@ -186,7 +343,10 @@ func (w *watcher) onEvent(ev zk.Event) {
 	w.mu.Lock()
 	p := &w.pend
 	note := func(kind string) {
-		p.notes = append(p.notes, watchEvent{Time: time.Now().UTC(), Event: kind, Service: w.service})
+		w.announce = true
+		if !w.quiet {
+			p.notes = append(p.notes, watchEvent{Time: msTime{time.Now().UTC()}, Event: kind, Service: w.service})
+		}
 	}
 	switch {
 	case ev.Type == zk.EventSession:
@@ -252,8 +412,6 @@ func (w *watcher) retry() {
 // run prints the service's changes until ctx ends, then returns nil; an
 // error only when it cannot print.
 func (w *watcher) run(ctx context.Context) error {
-	w.reg.setOnEvent(w.onEvent)
-	defer w.reg.setOnEvent(nil)
 	first := true
 	for {
 		p := w.take()
@@ -297,13 +455,21 @@ func (w *watcher) run(ctx context.Context) error {
 				// The connection is down: read it all again once it is back.
 				w.retry()
 			} else {
-				if first || p.settle || p.expired {
+				// One "connected" per drop, once the session is back: an
+				// expiry is seen before its new session, and read twice.
+				w.mu.Lock()
+				announce := w.announce && w.connected
+				if announce {
+					w.announce = false
+				}
+				w.mu.Unlock()
+				if first || announce {
 					n := len(w.known)
 					kind := evConnected
 					if first {
 						kind = evWatching
 					}
-					evs = append(evs, watchEvent{Time: time.Now().UTC(), Event: kind, Service: w.service, Path: w.dir, Instances: &n})
+					evs = append(evs, watchEvent{Time: msTime{time.Now().UTC()}, Event: kind, Service: w.service, Path: w.dir, Instances: &n})
 				}
 				first = false
 				for _, ev := range evs {
@@ -402,7 +568,7 @@ func (w *watcher) sync(p pending, first bool) ([]watchEvent, error) {
 			continue
 		}
 		if n.readErr == nil {
-			n.inst, n.decErr = sd.CuratorCodec{}.Decode(w.service, n.name, n.data)
+			n.inst, n.decErr = w.reg.codec.Decode(w.service, n.name, n.data)
 		}
 		cur := rowOf(n)
 		old, had := w.known[n.name]
@@ -483,7 +649,7 @@ func rowOf(n nodeScan) row {
 
 func (w *watcher) event(now time.Time, kind, name string, r row, oldStatus string) watchEvent {
 	return watchEvent{
-		Time: now, Event: kind, Service: w.service, ID: name, Path: path.Join(w.dir, name),
+		Time: msTime{now}, Event: kind, Service: w.service, ID: name, Path: path.Join(w.dir, name),
 		Address: r.address, Port: r.port, SSLPort: r.sslPort, Status: r.status, OldStatus: oldStatus,
 		Owner: r.owner, Error: r.err,
 	}

@@ -253,4 +253,15 @@ func TestWatchGoesOnAfterItsSessionExpired(t *testing.T) {
 	if code := w.stop(t); code != exitOK {
 		t.Fatalf("exit %d", code)
 	}
+	// Issue 22: one "connected" for the one reconnect.
+	n := 0
+	for _, l := range w.out.all() {
+		var ev watchEvent
+		if json.Unmarshal([]byte(l), &ev) == nil && ev.Event == evConnected {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d connected lines after one expiry, want 1:\n%s", n, strings.Join(w.out.all(), "\n"))
+	}
 }
