@@ -135,6 +135,7 @@ type config struct {
 	reusePorts  bool   // restart providers on their old port
 	noCrash     bool   // skip the kill -9
 	binDir      string // prebuilt provider, gateway and cachedgw, instead of building
+	svgPath     string // where the timeline chart goes
 }
 
 func main() { os.Exit(run()) }
@@ -157,6 +158,7 @@ func parseFlags() config {
 	flag.BoolVar(&c.noCrash, "no-crash", false, "skip the kill -9 of a provider after the rolling restart")
 	flag.StringVar(&c.binDir, "bindir", "", "use the provider, gateway and cachedgw binaries in this directory instead of building them")
 	flag.BoolVar(&c.keep, "keep", false, "keep the temporary directory (binaries, logs) even on success")
+	flag.StringVar(&c.svgPath, "svg", filepath.Join(os.TempDir(), "gracekit-demo.svg"), "where to write the timeline chart (SVG) of every mode")
 	flag.Parse()
 	for m := range strings.SplitSeq(*modes, ",") {
 		if m = strings.TrimSpace(m); m != "" {
@@ -255,6 +257,12 @@ func run() (code int) {
 			d.keptNoted = true
 			code = 1
 		}
+	}
+	if path, err := writeChart(cfg.svgPath, results); err != nil {
+		fmt.Fprintln(os.Stderr, "rollout: the timeline chart:", err)
+		code = 1
+	} else {
+		fmt.Printf("REPORT svg=%s\n", path)
 	}
 	// Last, the machine-readable lines.
 	for _, r := range results {
@@ -593,6 +601,7 @@ func (d *driver) runMode(ctx context.Context, transport, mode string) (res *mode
 	loadStart := ld.started
 
 	res = &modeResult{Mode: mode, Transport: transport, Workers: cfg.workers, Latency: cfg.latency}
+	var marks []mark
 	type window struct{ from, to time.Time }
 	windows := make([]window, len(providers))
 	for i, in := range providers {
@@ -613,6 +622,7 @@ func (d *driver) runMode(ctx context.Context, transport, mode string) (res *mode
 		}
 		old := in.proc
 		sigAt := time.Now()
+		marks = append(marks, mark{At: sigAt.Sub(loadStart), Kind: markSIGTERM, ID: in.id})
 		logf("[%s] SIGTERM %s (%d requests so far, %d failed)", tag, in.id, ld.completed.Load(), ld.fails.Load())
 		killed := old.Stop(syscall.SIGTERM, cfg.stopLimit)
 		st := stopResult{ID: in.id, Wall: old.ExitedAt().Sub(sigAt), Killed: killed, Exit: old.ExitString()}
@@ -647,6 +657,7 @@ func (d *driver) runMode(ctx context.Context, transport, mode string) (res *mode
 		}
 		readyAt := time.Now()
 		st.BackReady = readyAt.Sub(sigAt)
+		marks = append(marks, mark{At: readyAt.Sub(loadStart), Kind: markRestart, ID: in.id})
 		// Like a rollout with maxUnavailable=1: go on once the consumers
 		// that watch ZooKeeper route to the new process (bounded; the load
 		// tells us). The cached gateway learns of it only when it reads
@@ -685,6 +696,7 @@ func (d *driver) runMode(ctx context.Context, transport, mode string) (res *mode
 		}
 		victim := providers[1]
 		crash = &crashInfo{ID: victim.id, Proc: victim.procName(), Addr: victim.addr(), At: time.Now()}
+		marks = append(marks, mark{At: crash.At.Sub(loadStart), Kind: markKill, ID: victim.id})
 		logf("[%s] kill -9 %s (%s) (%d requests so far, %d failed)", tag, victim.id, crash.Addr, ld.completed.Load(), ld.fails.Load())
 		victim.proc.Stop(syscall.SIGKILL, 5*time.Second)
 		res.CrashExit = victim.proc.ExitString()
@@ -713,6 +725,7 @@ func (d *driver) runMode(ctx context.Context, transport, mode string) (res *mode
 	}
 	samples := ld.all()
 	res.summarize(samples, ld.stoppedAt.Sub(ld.started), names, led, crash)
+	res.Timeline = newTimeline(tag, names, loadStart, samples, marks)
 	for i, c := range consumers {
 		res.Consumers[i].Retries = scrapeRetries(c)
 	}

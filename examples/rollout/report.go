@@ -156,6 +156,8 @@ type modeResult struct {
 	// Invalid, when set, says why the run does not show what the mode
 	// does: the load ended before every restart was seen through.
 	Invalid string
+	// Timeline is the run second by second, for the chart.
+	Timeline *timeline
 }
 
 // Requests etc. are the totals of every consumer.
