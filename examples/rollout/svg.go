@@ -52,9 +52,19 @@ func writeSVGFile(path string, title string, rows [][]*timeline) error {
 // SIGTERM, restart and kill.
 func writeSVG(w io.Writer, title string, rows [][]*timeline) {
 	cols, secs, maxReq, maxFail := 0, 1, 1, 1
+	// A consumer keeps its color in every panel: rows may name different
+	// ones (HTTP's cached gateway, gRPC's grpc-go).
+	colors := map[string]string{}
+	var names []string
 	for _, row := range rows {
 		cols = max(cols, len(row))
 		for _, tl := range row {
+			for _, n := range tl.Consumers {
+				if _, ok := colors[n]; !ok {
+					colors[n] = consumerColors[len(names)%len(consumerColors)]
+					names = append(names, n)
+				}
+			}
 			secs = max(secs, tl.Seconds())
 			for c := range tl.Consumers {
 				for s := range tl.Requests[c] {
@@ -76,13 +86,11 @@ func writeSVG(w io.Writer, title string, rows [][]*timeline) {
 	p(`<text x="%d" y="22" font-size="15" font-weight="bold">%s</text>`+"\n", svgMarginL, esc(title))
 	p(`<text x="%d" y="40" fill="#555">requests per second (lines) and failed requests per second (bars), per consumer; each second counts the requests that completed in it</text>`+"\n", svgMarginL)
 
-	// The legend: consumers of the first panel, then the marks.
+	// The legend: every consumer, then the marks.
 	lx, ly := svgMarginL, svgMarginT+8
-	if len(rows) > 0 && len(rows[0]) > 0 {
-		for c, name := range rows[0][0].Consumers {
-			p(`<g class="legend-consumer"><rect x="%d" y="%d" width="14" height="4" fill="%s"/><text x="%d" y="%d">%s</text></g>`+"\n", lx, ly-4, color(c), lx+18, ly, esc(name))
-			lx += 24 + 7*len(name) + 16
-		}
+	for _, name := range names {
+		p(`<g class="legend-consumer"><rect x="%d" y="%d" width="14" height="4" fill="%s"/><text x="%d" y="%d">%s</text></g>`+"\n", lx, ly-4, colors[name], lx+18, ly, esc(name))
+		lx += 24 + 7*len(name) + 16
 	}
 	for _, kind := range []string{markSIGTERM, markRestart, markKill} {
 		st := markStyle[kind]
@@ -94,13 +102,13 @@ func writeSVG(w io.Writer, title string, rows [][]*timeline) {
 		for c, tl := range row {
 			x0 := svgMarginL + c*(svgPanelW+svgColGap)
 			y0 := svgMarginT + svgLegendH + r*(panelH+svgMarginB+svgRowGap)
-			writePanel(w, tl, x0, y0, secs, maxReq, maxFail)
+			writePanel(w, tl, colors, x0, y0, secs, maxReq, maxFail)
 		}
 	}
 	p("</svg>\n")
 }
 
-func writePanel(w io.Writer, tl *timeline, x0, y0, secs, maxReq, maxFail int) {
+func writePanel(w io.Writer, tl *timeline, colors map[string]string, x0, y0, secs, maxReq, maxFail int) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
 	sx := func(s float64) float64 { return float64(x0) + s*float64(svgPanelW)/float64(secs) }
 	reqY := func(n int) float64 {
@@ -139,7 +147,7 @@ func writePanel(w io.Writer, tl *timeline, x0, y0, secs, maxReq, maxFail int) {
 		for s, n := range tl.Requests[c] {
 			pts = append(pts, fmt.Sprintf("%.1f,%.1f", sx(float64(s)+0.5), reqY(n)))
 		}
-		p(`<polyline class="requests" data-consumer="%s" fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`+"\n", esc(tl.Consumers[c]), color(c), strings.Join(pts, " "))
+		p(`<polyline class="requests" data-consumer="%s" fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`+"\n", esc(tl.Consumers[c]), colors[tl.Consumers[c]], strings.Join(pts, " "))
 	}
 	// Failures: bars side by side within each second, one per consumer.
 	bw := float64(svgPanelW) / float64(secs) / float64(max(1, len(tl.Consumers)))
@@ -150,7 +158,7 @@ func writePanel(w io.Writer, tl *timeline, x0, y0, secs, maxReq, maxFail int) {
 			}
 			x := sx(float64(s)) + float64(c)*bw
 			p(`<rect class="failed" data-consumer="%s" data-second="%d" data-count="%d" x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s: %d failed in second %d</title></rect>`+"\n",
-				esc(tl.Consumers[c]), s, n, x, failY(n), max(bw, 1), float64(failTop+svgFailH)-failY(n), color(c), esc(tl.Consumers[c]), n, s)
+				esc(tl.Consumers[c]), s, n, x, failY(n), max(bw, 1), float64(failTop+svgFailH)-failY(n), colors[tl.Consumers[c]], esc(tl.Consumers[c]), n, s)
 		}
 	}
 	// Marks across both plots, labeled above the panel in turn so that
@@ -180,8 +188,6 @@ func shortMark(m mark) string {
 	}
 	return "TERM " + id
 }
-
-func color(i int) string { return consumerColors[i%len(consumerColors)] }
 
 // niceCeil rounds n up to 1, 2 or 5 times a power of ten.
 func niceCeil(n int) int {

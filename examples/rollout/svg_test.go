@@ -99,9 +99,10 @@ func TestSVGDrawsPanelsFailuresAndMarks(t *testing.T) {
 		good = append(good, sampleAt(start, sec, i%3, false))
 		bad = append(bad, sampleAt(start, sec, i%3, i%3 == 2 && sec >= 2 && sec < 4)) // cached fails in seconds 2 and 3
 	}
+	grpcNames := []string{"gracekit", "grpc-go", "go-kit"}
 	rows := [][]*timeline{
 		{newTimeline("graceful", names, start, good, marks), newTimeline("naive", names, start, bad, marks)},
-		{newTimeline("graceful transport=grpc", names, start, good, marks[:4])},
+		{newTimeline("graceful transport=grpc", grpcNames, start, good, marks[:4])},
 	}
 	path := filepath.Join(t.TempDir(), "sub", "demo.svg")
 	if err := writeSVGFile(path, `a <title> & "quotes"`, rows); err != nil {
@@ -137,6 +138,28 @@ func TestSVGDrawsPanelsFailuresAndMarks(t *testing.T) {
 	}
 	if want := map[string]int{markSIGTERM: 2 + 2 + 2, markRestart: 2 + 2 + 2, markKill: 1 + 1}; !equalCounts(kinds, want) {
 		t.Errorf("marks %v, want %v", kinds, want)
+	}
+	// A consumer has one color wherever it is, and the legend names each once.
+	legend, stroke := map[string]bool{}, map[string]map[string]bool{}
+	for i, e := range els {
+		if e.attrs["class"] == "legend-consumer" && i+2 < len(els) {
+			legend[els[i+1].attrs["fill"]] = true
+		}
+		if e.attrs["class"] == "requests" {
+			n := e.attrs["data-consumer"]
+			if stroke[n] == nil {
+				stroke[n] = map[string]bool{}
+			}
+			stroke[n][e.attrs["stroke"]] = true
+		}
+	}
+	if len(legend) != 4 || len(stroke) != 4 {
+		t.Errorf("%d legend colors and %d consumers drawn, want 4 (gracekit, go-kit, cached, grpc-go)", len(legend), len(stroke))
+	}
+	for n, cs := range stroke {
+		if len(cs) != 1 {
+			t.Errorf("%s is drawn in %d colors, want one", n, len(cs))
+		}
 	}
 	if lines != 3*3 {
 		t.Errorf("%d request lines, want one per consumer and panel (9)", lines)
