@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/go-kit/kit/metrics"
@@ -51,10 +50,15 @@ type HealthCheck struct {
 	Hold time.Duration
 }
 
-// HealthTransition is one change of an instance's health verdict.
+// HealthTransition is one change of an instance's health verdict, its
+// health check's or an operator's (gracekit drain and undrain).
 type HealthTransition struct {
 	At      time.Time
 	Healthy bool
+	// By is who made the change: ByHealth or ByOperator. While an operator
+	// holds the instance out, a passing health check is recorded but the
+	// instance stays out until undrained.
+	By string
 	// Err is the check's last error when it turned unhealthy, and what
 	// failed in carrying the verdict out (status, flush), if anything.
 	Err error
@@ -102,9 +106,6 @@ type healthLoop struct {
 	p      *Provider
 	cancel context.CancelFunc
 	done   chan struct{}
-
-	mu          sync.Mutex
-	transitions []HealthTransition
 }
 
 func (p *Provider) startHealth() {
@@ -138,17 +139,13 @@ func (p *Provider) stopHealth(ctx context.Context) error {
 	}
 }
 
-// Health returns the health transitions so far, oldest first.
+// Health returns the transitions so far, the health check's and an
+// operator's, oldest first.
 func (p *Provider) Health() []HealthTransition {
-	p.mu.Lock()
-	h := p.health
-	p.mu.Unlock()
-	if h == nil {
-		return nil
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]HealthTransition(nil), h.transitions...)
+	v := &p.verdict
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return append([]HealthTransition(nil), v.transitions...)
 }
 
 func (h *healthLoop) run(ctx context.Context) {
@@ -237,7 +234,7 @@ func (h *healthLoop) check(ctx context.Context, hc HealthCheck) (hung chan error
 // rotation, a flush of the gateways; then logs, counts and keeps it.
 func (h *healthLoop) record(ctx context.Context, healthy bool, cause error) {
 	p := h.p
-	p.ready.SetHealthy(healthy)
+	p.setSick(!healthy)
 	status, to := sd.StatusOutOfService, "unhealthy"
 	if healthy {
 		status, to = sd.StatusUp, "healthy"
@@ -264,7 +261,5 @@ func (h *healthLoop) record(ctx context.Context, healthy bool, cause error) {
 	if c := p.opts.healthCounter; c != nil {
 		c.With("to", to).Add(1)
 	}
-	h.mu.Lock()
-	h.transitions = append(h.transitions, HealthTransition{At: time.Now(), Healthy: healthy, Err: err})
-	h.mu.Unlock()
+	p.verdict.add(HealthTransition{At: time.Now(), Healthy: healthy, By: ByHealth, Err: err})
 }

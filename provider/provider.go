@@ -213,6 +213,8 @@ type Provider struct {
 	lnClosed bool               // Config.Listener was closed
 	shutDown bool               // a failed Start shut the servers down
 	health   *healthLoop        // while started with a HealthCheck
+	drain    *drainLoop         // while started
+	verdict  verdict            // what holds the instance out of rotation
 }
 
 // ErrServerShutDown is returned by a Start after a failed Start that had
@@ -301,7 +303,7 @@ func New(sess *sd.Session, cfg Config, opts ...Option) (*Provider, error) {
 		tracker = &shutdown.Tracker{}
 	}
 	p := &Provider{sess: sess, cfg: cfg, opts: o, log: o.logger.With("component", "provider", "service", inst.Name, "instance", inst.ID),
-		tracker: tracker, ready: &shutdown.Readiness{}}
+		tracker: tracker, ready: &shutdown.Readiness{}, verdict: verdict{poke: make(chan struct{}, 1)}}
 	if cfg.GRPC != nil {
 		hs := health.NewServer()
 		p.grpc = grpcstop.Server(cfg.GRPC, grpcstop.WithHealth(hs))
@@ -458,7 +460,8 @@ func (p *Provider) start(ctx context.Context) error {
 		once.Do(func() { err = p.sess.Stop(ctx) })
 		return err
 	}
-	reg, err := sd.NewRegistrar(client, p.cfg.Instance, append([]sd.RegistrarOption{sd.WithLogger(p.opts.logger)}, p.opts.registrar...)...)
+	reg, err := sd.NewRegistrar(client, p.cfg.Instance,
+		append([]sd.RegistrarOption{sd.WithLogger(p.opts.logger), sd.OnRegistrarEvent(p.onRegistrarEvent)}, p.opts.registrar...)...)
 	if err == nil && len(p.cfg.Flush.Gateways) > 0 {
 		var src flush.TargetSource
 		if src, err = p.opts.consumer.GatewayTargets(ctx, p.cfg.Instance, p.cfg.Flush.Gateways...); err == nil {
@@ -488,6 +491,7 @@ func (p *Provider) start(ctx context.Context) error {
 		}
 		return err
 	}
+	p.startDrain()
 	p.startHealth()
 	return nil
 }
@@ -517,8 +521,9 @@ func (p *Provider) closeListener() {
 // returns lifecycle.ErrStopped.
 func (p *Provider) Stop(ctx context.Context) error {
 	return p.run.Stop(ctx, func(ctx context.Context) error {
-		// The health check ends first: a stopping instance never returns
-		// to UP.
+		// The health check and the drain loop end first: a stopping
+		// instance never returns to UP.
+		p.stopDrain()
 		herr := p.stopHealth(ctx)
 		return errors.Join(herr, p.sequence().Stop(ctx))
 	}, p.closeListener)

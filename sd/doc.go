@@ -33,4 +33,9 @@
 //
 // The default Codec is CuratorCodec; PlainCodec reads the data-less layout
 // /<prefix>/<service>/<host:port>.
+//
+// An operator drains an instance by writing MetadataDrainedBy and
+// OUT_OF_SERVICE into its node (Drain; gracekit drain): its Registrar keeps
+// the node OUT_OF_SERVICE, through re-creations after an expiry, until the
+// marker is removed (Undrain). The node's ACL decides who may.
 package sd

@@ -40,6 +40,8 @@ const (
 	EventStatusSet      RegistrarEventKind = "status"         // SetStatus wrote the node
 	EventDeregistered   RegistrarEventKind = "deregistered"   // node deleted by Deregister
 	EventRegisterFailed RegistrarEventKind = "registerFailed" // a background (re-)registration attempt failed
+	EventDrained        RegistrarEventKind = "drained"        // an operator's marker was found on the node (see Drain)
+	EventUndrained      RegistrarEventKind = "undrained"      // the marker was removed
 )
 
 // RegistrarEvent reports a change made by a Registrar.
@@ -49,6 +51,8 @@ type RegistrarEvent struct {
 	SessionID int64
 	Czxid     int64
 	Err       error
+	// DrainedBy is the marker's value, for EventDrained.
+	DrainedBy string
 }
 
 // RegistrarOption configures a Registrar.
@@ -123,9 +127,17 @@ func WithLogger(l *slog.Logger) SharedOption {
 }
 
 // OnRegistrarEvent calls f after every change the Registrar makes. f is
-// called from the Registrar's goroutines and must not block.
+// called from the Registrar's goroutines and must not block. Given more
+// than once, every f is called, in order.
 func OnRegistrarEvent(f func(RegistrarEvent)) RegistrarOption {
-	return registrarOptionFunc(func(o *registrarOptions) error { o.onEvent = f; return nil })
+	return registrarOptionFunc(func(o *registrarOptions) error {
+		if prev := o.onEvent; prev != nil {
+			o.onEvent = func(ev RegistrarEvent) { prev(ev); f(ev) }
+		} else {
+			o.onEvent = f
+		}
+		return nil
+	})
 }
 
 // Parents says how a Registrar creates the missing parents of its node.
@@ -177,6 +189,7 @@ type Registrar struct {
 	czxid      int64         // of the node we created, 0 if none
 	lastCzxid  int64         // of the last node we held, kept after Deregister
 	session    int64         // the session that created it
+	drainedBy  string        // the operator's marker last seen on the node (Drain), "" if none
 	calls      int           // ZooKeeper calls under way, abandoned ones included
 	quiet      chan struct{} // closed when calls drops to zero; nil when zero
 
@@ -256,6 +269,15 @@ func (r *Registrar) Czxid() int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.lastCzxid
+}
+
+// DrainedBy is who drained the instance (DrainedByOperator), as last
+// seen on its node; "" when it is not drained. While drained the node
+// stays OUT_OF_SERVICE, whatever SetStatus asks for.
+func (r *Registrar) DrainedBy() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.drainedBy
 }
 
 // Path is the instance's node path (inside the client's chroot).
@@ -451,6 +473,11 @@ func (r *Registrar) ensure(ctx context.Context) error {
 	}
 	r.mu.Lock()
 	inst := r.inst.clone() // SetStatus may write Metadata meanwhile
+	if r.drainedBy != "" {
+		// Drained: the operator's word outlives the node it was written in.
+		inst.Metadata[MetadataDrainedBy] = r.drainedBy
+		inst.Metadata[MetadataStatus] = string(StatusOutOfService)
+	}
 	want := r.want
 	before := r.czxid
 	r.mu.Unlock()
@@ -641,6 +668,25 @@ func (r *Registrar) writeStatus(ctx context.Context) error {
 			return &ConflictError{Path: r.path, Owner: stat.EphemeralOwner}
 		}
 		cur, err := r.codec.Decode(r.inst.Name, path.Base(r.path), data)
+		if err == nil {
+			// The node says whether an operator drained it.
+			by := cur.Metadata[MetadataDrainedBy]
+			r.mu.Lock()
+			prev := r.drainedBy
+			r.drainedBy = by
+			r.mu.Unlock()
+			if by != prev {
+				kind := EventDrained
+				if by == "" {
+					kind = EventUndrained
+				}
+				r.logger.Info(string(kind), "by", by)
+				r.emit(RegistrarEvent{Kind: kind, Path: r.path, SessionID: stat.EphemeralOwner, Czxid: stat.Czxid, DrainedBy: by})
+			}
+			if by != "" {
+				status = StatusOutOfService
+			}
+		}
 		if err == nil && cur.Status() == status {
 			r.markWrote(want)
 			return nil

@@ -85,7 +85,7 @@ func TestUsageAndConfigurationErrorsExitTwo(t *testing.T) {
 		})
 	}
 	t.Run("help exits 0", func(t *testing.T) {
-		if code, out, _ := gk(t, "help"); code != exitOK || !strings.Contains(out, "gracekit watch") && !strings.Contains(out, "watch <service>") {
+		if code, out, _ := gk(t, "help"); code != exitOK || !strings.Contains(out, "watch [service]") || !strings.Contains(out, "drain <service> <id>") {
 			t.Fatalf("exit %d, %q", code, out)
 		}
 		if code, _, stderr := gk(t, "ls", "-h"); code != exitOK || !strings.Contains(stderr, "-base-path") {

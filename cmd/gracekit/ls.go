@@ -47,6 +47,9 @@ type lsInstance struct {
 	// Status is UP or OUT_OF_SERVICE from payload.metadata.instance_status,
 	// or MALFORMED / UNREADABLE (see Error).
 	Status string `json:"status"`
+	// DrainedBy says who drained the instance (sd.MetadataDrainedBy:
+	// "operator"), empty when nobody did.
+	DrainedBy string `json:"drained_by,omitempty"`
 	// Registered is Curator's registrationTimeUTC: when the instance first
 	// registered. gracekit's Registrar and Curator keep it when they
 	// re-create the node after a session expiry.
@@ -153,6 +156,7 @@ func lsNode(n nodeScan, now time.Time) lsInstance {
 		li.Address, li.Port, li.SSLPort = n.inst.Address, n.inst.Port, n.inst.SSLPort
 		li.Status = string(n.inst.Status())
 		li.Metadata = n.inst.Metadata
+		li.DrainedBy = n.inst.Metadata[sd.MetadataDrainedBy]
 		if !n.inst.RegistrationTime.IsZero() {
 			rt := msTime{n.inst.RegistrationTime.UTC()}
 			li.Registered = &rt
@@ -203,7 +207,11 @@ func writeLsText(w io.Writer, out lsOutput) error {
 			case i.OwnerKind != "":
 				creator = "no (" + i.OwnerKind + ")"
 			}
-			line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", s.Name, i.ID, addr, port, ssl, i.Status, reg, age, owner, creator)
+			status := i.Status
+			if i.DrainedBy != "" {
+				status += " (by " + i.DrainedBy + ")"
+			}
+			line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", s.Name, i.ID, addr, port, ssl, status, reg, age, owner, creator)
 			if i.Error != "" {
 				line += "\t(" + i.Error + ")"
 			}

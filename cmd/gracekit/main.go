@@ -4,6 +4,8 @@
 //	gracekit ls [service]      services and instances, one line each
 //	gracekit watch [service]   changes as they happen, until interrupted
 //	gracekit check [service]   lints the registry; exit 1 on findings
+//	gracekit drain <service> <id>    takes an instance out of rotation, until
+//	gracekit undrain <service> <id>  brings it back
 //
 // It reads the library's GRACEKIT_ZK_SERVERS, GRACEKIT_ZK_SESSION_TIMEOUT,
 // GRACEKIT_ZK_AUTH and GRACEKIT_BASE_PATH, which flags override. Every
@@ -48,6 +50,8 @@ commands:
   ls [service]       list services and instances (address, port, status, registration, owner session)
   watch [service]    print changes to a service's instances (or every service's) as they happen, until SIGINT or -for
   check [service]    lint the registry; exit 1 on findings
+  drain <service> <id>    take an instance out of rotation (OUT_OF_SERVICE, drained_by=operator) until undrained
+  undrain <service> <id>  bring a drained instance back
 
 common flags (each defaults to the library's environment variable):
   -zk string         ZooKeeper connect string host:port,...[/chroot] ($GRACEKIT_ZK_SERVERS)
@@ -74,6 +78,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		cmd = runWatch
 	case "check":
 		cmd = runCheck
+	case "drain":
+		cmd = runDrain(false)
+	case "undrain":
+		cmd = runDrain(true)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usageText)
 		return exitOK

@@ -48,6 +48,7 @@ type watchEvent struct {
 	Port      int    `json:"port,omitempty"`
 	SSLPort   int    `json:"ssl_port,omitempty"`
 	Status    string `json:"status,omitempty"`
+	DrainedBy string `json:"drained_by,omitempty"` // who drained it (gracekit drain)
 	OldStatus string `json:"old_status,omitempty"` // for "status"
 	Owner     string `json:"owner,omitempty"`
 	Error     string `json:"error,omitempty"`
@@ -270,6 +271,9 @@ func watchText(ev watchEvent) string {
 		s += "  " + ev.OldStatus + " -> " + ev.Status
 	case ev.Status != "":
 		s += "  " + ev.Status
+	}
+	if ev.DrainedBy != "" {
+		s += " (by " + ev.DrainedBy + ")"
 	}
 	if ev.Error != "" {
 		s += "  (" + ev.Error + ")"
@@ -650,7 +654,7 @@ func rowOf(n nodeScan) row {
 func (w *watcher) event(now time.Time, kind, name string, r row, oldStatus string) watchEvent {
 	return watchEvent{
 		Time: msTime{now}, Event: kind, Service: w.service, ID: name, Path: path.Join(w.dir, name),
-		Address: r.address, Port: r.port, SSLPort: r.sslPort, Status: r.status, OldStatus: oldStatus,
+		Address: r.address, Port: r.port, SSLPort: r.sslPort, Status: r.status, OldStatus: oldStatus, DrainedBy: r.metadata[sd.MetadataDrainedBy],
 		Owner: r.owner, Error: r.err,
 	}
 }

@@ -1,0 +1,131 @@
+package provider
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/gracekit/gracekit/sd"
+)
+
+// Who took an instance out of rotation, in HealthTransition.By.
+const (
+	ByHealth   = "health"             // the instance's HealthCheck
+	ByOperator = sd.DrainedByOperator // gracekit drain (see sd.Drain)
+)
+
+// drainFlushBound bounds the gateway flush of an operator's drain.
+const drainFlushBound = 10 * time.Second
+
+// verdict is what holds the instance out of rotation, the health check's
+// or an operator's, and the transitions so far. Readiness is ready only
+// while neither does.
+type verdict struct {
+	mu          sync.Mutex
+	sick        bool   // the health check's last verdict
+	drainedBy   string // applied by the drain loop
+	seen        string // the Registrar's last word, which the loop applies
+	transitions []HealthTransition
+	poke        chan struct{}
+}
+
+func (v *verdict) add(t HealthTransition) {
+	v.mu.Lock()
+	v.transitions = append(v.transitions, t)
+	v.mu.Unlock()
+}
+
+// setSick records the health check's verdict and applies both to the
+// readiness.
+func (p *Provider) setSick(sick bool) {
+	v := &p.verdict
+	v.mu.Lock()
+	v.sick = sick
+	healthy := !sick && v.drainedBy == ""
+	v.mu.Unlock()
+	p.ready.SetHealthy(healthy)
+}
+
+// onRegistrarEvent runs on the Registrar's goroutine: it only notes the
+// marker and wakes the drain loop.
+func (p *Provider) onRegistrarEvent(ev sd.RegistrarEvent) {
+	if ev.Kind != sd.EventDrained && ev.Kind != sd.EventUndrained {
+		return
+	}
+	v := &p.verdict
+	v.mu.Lock()
+	v.seen = ev.DrainedBy
+	v.mu.Unlock()
+	select {
+	case v.poke <- struct{}{}:
+	default:
+	}
+}
+
+// drainLoop carries an operator's drain out as a failed health check is:
+// readiness, and a flush of every gateway (the Registrar writes the
+// status itself); an undrain brings readiness back unless the health
+// check holds the instance out.
+type drainLoop struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (p *Provider) startDrain() {
+	ctx, cancel := context.WithCancel(context.Background())
+	d := &drainLoop{cancel: cancel, done: make(chan struct{})}
+	p.mu.Lock()
+	p.drain = d
+	p.mu.Unlock()
+	go func() {
+		defer close(d.done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-p.verdict.poke:
+			}
+			p.applyDrain(ctx)
+		}
+	}()
+}
+
+// stopDrain stops the drain loop and waits for it: a flush under way ends
+// with the loop's ctx.
+func (p *Provider) stopDrain() {
+	p.mu.Lock()
+	d := p.drain
+	p.mu.Unlock()
+	if d != nil {
+		d.cancel()
+		<-d.done
+	}
+}
+
+func (p *Provider) applyDrain(ctx context.Context) {
+	v := &p.verdict
+	v.mu.Lock()
+	by, was := v.seen, v.drainedBy
+	v.drainedBy = by
+	sick := v.sick
+	v.mu.Unlock()
+	if by == was {
+		return
+	}
+	p.ready.SetHealthy(!sick && by == "")
+	if by == "" {
+		p.log.Info("drain: undrained by the operator", "health_check_failing", sick)
+		if !sick {
+			v.add(HealthTransition{At: time.Now(), Healthy: true, By: ByOperator})
+		}
+		return
+	}
+	var err error
+	if p.notify != nil {
+		fctx, cancel := context.WithTimeout(ctx, drainFlushBound)
+		_, err = p.notify.Flush(fctx)
+		cancel()
+	}
+	p.log.Warn("drain: out of rotation by the operator", "by", by, "err", err)
+	v.add(HealthTransition{At: time.Now(), Healthy: false, By: by, Err: err})
+}
