@@ -57,6 +57,8 @@ type commonParams struct {
 	Logger *slog.Logger `optional:"true"`
 	// Metrics, when supplied, are updated (see Metrics).
 	Metrics *Metrics `optional:"true"`
+	// GoKit is ReadGoKitNodes'.
+	GoKit *readGoKit `optional:"true"`
 }
 
 func (p commonParams) logger() *slog.Logger {
@@ -113,9 +115,13 @@ func (s *settings) newCalling(p commonParams) (*calling, error) {
 
 // consumerOver makes a consumer over sess. It does no I/O.
 func (s *settings) consumerOver(sess *sd.Session, p commonParams) (*consumer.Consumer, error) {
+	in := []sd.InstancerOption{sd.BasePath(s.BasePath)}
+	if p.GoKit != nil {
+		in = append(in, sd.WithCodec(sd.MixedCodec{}))
+	}
 	c, err := consumer.New(sess,
 		consumer.WithLogger(p.logger()),
-		consumer.WithInstancerOptions(sd.BasePath(s.BasePath)),
+		consumer.WithInstancerOptions(in...),
 		consumer.WithInstancerMetrics(p.Metrics.instancerOptions),
 	)
 	if err != nil {

@@ -93,6 +93,8 @@ type discoveryParams struct {
 	GRPC    *grpc.Server `optional:"true"`
 	Tracker *shutdown.Tracker
 	Health  HealthCheck `optional:"true"`
+	// Twin is GoKitRegistration's.
+	Twin *goKitTwin `optional:"true"`
 }
 
 // HealthCheck is the app's own health check, when it provides one: while
@@ -202,6 +204,15 @@ func newDiscovery(p discoveryParams) (discoveryResult, error) {
 				}
 				return err
 			}
+			if p.Twin != nil {
+				if err := p.Twin.start(ctx, sess, prov.Instance(), log); err != nil {
+					_ = prov.Stop(context.WithoutCancel(ctx)) // bounded by the stop's own step timeouts
+					if ownWatch {
+						_ = watcher.Stop(context.WithoutCancel(ctx))
+					}
+					return err
+				}
+			}
 			return nil
 		},
 		OnStop: func(ctx context.Context) error {
@@ -215,7 +226,11 @@ func newDiscovery(p discoveryParams) (discoveryResult, error) {
 						"left", left.Round(time.Millisecond), "bounds", s.stopTotal, "budget", s.StopTimeout)
 				}
 			}
-			err := prov.Stop(ctx)
+			var err error
+			if p.Twin != nil {
+				err = p.Twin.stop(ctx) // first: go-kit consumers drop us by its deletion
+			}
+			err = errors.Join(err, prov.Stop(ctx))
 			if ownWatch {
 				err = errors.Join(err, watcher.Stop(ctx))
 			}

@@ -1,0 +1,121 @@
+package fxmodule_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	kitsd "github.com/go-kit/kit/sd"
+	kitzk "github.com/go-kit/kit/sd/zk"
+	"github.com/go-kit/log"
+	"github.com/go-zookeeper/zk"
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxtest"
+
+	"github.com/gracekit/gracekit/consumer"
+	"github.com/gracekit/gracekit/fxmodule"
+	"github.com/gracekit/gracekit/internal/testutil"
+	"github.com/gracekit/gracekit/sd"
+	"github.com/gracekit/gracekit/zktest"
+)
+
+// waitKit reads a go-kit Instancer's events until one satisfies ok.
+func waitKit(t *testing.T, ch <-chan kitsd.Event, what string, ok func([]string) bool) {
+	t.Helper()
+	deadline := time.After(testutil.WaitLimit)
+	var last []string
+	for {
+		select {
+		case ev := <-ch:
+			last = ev.Instances
+			if ev.Err == nil && ok(ev.Instances) {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("go-kit's Instancer: no event where %s within %v; last %q", what, testutil.WaitLimit, last)
+		}
+	}
+}
+
+// With GoKitRegistration, a stock go-kit sd/zk Instancer lists the
+// provider while it runs, and its Curator node is there for gracekit and
+// Curator readers; the stop removes both.
+func TestGoKitRegistrationIsReadByAStockGoKitConsumer(t *testing.T) {
+	zkc := zktest.New(t)
+	port := testutil.FreePort(t)
+	app := fxtest.New(t, fx.Supply(providerConfig(zkc, "quote-1", port)), fx.Provide(helloServer),
+		fxmodule.Discovery, fxmodule.GoKitRegistration("/services"))
+
+	client, err := kitzk.NewClient(zkc.Addrs(), log.NewNopLogger(), kitzk.EventHandler(func(zk.Event) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Stop()
+	in, err := kitzk.NewInstancer(client, "/services/quote", log.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Stop()
+	ch := make(chan kitsd.Event, 64)
+	in.Register(ch)
+	defer in.Deregister(ch)
+
+	app.RequireStart()
+	want := "127.0.0.1:" + strconv.Itoa(port)
+	waitKit(t, ch, "it lists "+want, func(got []string) bool { return slices.Contains(got, want) })
+	conn := testutil.ZKConn(t, zkc.Addrs())
+	if !exists(t, conn, "/services/quote/quote-1") || !exists(t, conn, "/services/quote/"+sd.GoKitTwinPrefix+"quote-1") {
+		t.Fatal("want the Curator node and its go-kit twin while the provider runs")
+	}
+	app.RequireStop()
+	waitKit(t, ch, "it lists nothing", func(got []string) bool { return len(got) == 0 })
+	if exists(t, conn, "/services/quote/quote-1") || exists(t, conn, "/services/quote/"+sd.GoKitTwinPrefix+"quote-1") {
+		t.Error("a node is left after the stop")
+	}
+}
+
+func TestGoKitRegistrationRefusesARelativePath(t *testing.T) {
+	cfg := fxmodule.Config{ZKServers: "127.0.0.1:1", Service: "quote", Address: "127.0.0.1", Port: 8080}
+	err := fx.New(fx.NopLogger, fx.Supply(cfg), fx.Provide(helloServer), fxmodule.Discovery, fxmodule.GoKitRegistration("services")).Err()
+	if err == nil || !strings.Contains(err.Error(), "GoKitRegistration") {
+		t.Fatalf("GoKitRegistration(\"services\"): build error %v, want one naming the option", err)
+	}
+}
+
+// With ReadGoKitNodes, the app's consumer routes to providers go-kit's own
+// Registrar registered, beside gracekit's, and counts no node malformed.
+func TestReadGoKitNodesRoutesToGoKitProviders(t *testing.T) {
+	zkc := zktest.New(t)
+	kit := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "go-kit") }))
+	defer kit.Close()
+	client, err := kitzk.NewClient(zkc.Addrs(), log.NewNopLogger(), kitzk.EventHandler(func(zk.Event) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Stop()
+	kitzk.NewRegistrar(client, kitzk.Service{Path: "/services", Name: "quote", Data: []byte(strings.TrimPrefix(kit.URL, "http://"))}, log.NewNopLogger()).Register()
+
+	var c *consumer.Consumer
+	app := fxtest.New(t, fx.Supply(fxmodule.Config{ZKServers: zkc.ConnectString()}), fxmodule.Consumer, fxmodule.ReadGoKitNodes(), fx.Populate(&c))
+	app.RequireStart()
+	defer app.RequireStop()
+	in, err := c.Instancer(context.Background(), "quote")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan kitsd.Event, 16)
+	in.Register(ch)
+	defer in.Deregister(ch)
+	waitKit(t, ch, "it lists the go-kit provider", func(got []string) bool {
+		return slices.Equal(got, []string{strings.TrimPrefix(kit.URL, "http://")})
+	})
+	if st := in.Stats(); st.Malformed != 0 {
+		t.Errorf("%d nodes counted as malformed, want 0", st.Malformed)
+	}
+}
