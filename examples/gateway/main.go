@@ -18,7 +18,11 @@
 // its own registration), plus GATEWAY_UPSTREAM, the providers' service name
 // (default quote), and GATEWAY_LOOPBACK_ONLY: when it is 1, instances whose
 // address is not a loopback IP address are refused (never called), which
-// the demo sets so that it can only ever send its load to its own processes.
+// the demo sets so that it can only ever send its load to its own processes,
+// and GATEWAY_GOKIT_NODES: when it is 1, the upstream's providers registered
+// with go-kit's sd/zk or as their twins (make demo's migrate scenario): the
+// naive gateway takes host:port instance strings, the graceful one reads
+// the service with sd.MixedCodec.
 //
 // With -mode graceful (the default) it uses fxmodule.Discovery and
 // fxmodule.Gateway: gracekit's Instancer, Endpointer, RoundRobin and Retry
@@ -116,10 +120,17 @@ func run(mode, transport string) error {
 				factories = append(factories, kitGRPCFactory(gm, loopbackOnly))
 			}
 		} else {
+			// GATEWAY_GOKIT_NODES=1: the providers registered the go-kit
+			// way (the migrate scenario), so the instance string is
+			// host:port, and the Curator JSON beside it is refused.
+			gokit := os.Getenv("GATEWAY_GOKIT_NODES") == "1"
 			for _, r := range []route{quoteRoute, orderRoute} {
-				factory := curatorFactory(r)
+				factory, hostOf := curatorFactory(r), curatorHost
+				if gokit {
+					factory, hostOf = hostPortFactory(r), hostPortHost
+				}
 				if loopbackOnly {
-					factory = loopbackFactory(factory, curatorHost)
+					factory = loopbackFactory(factory, hostOf)
 				}
 				factories = append(factories, factory)
 			}
@@ -161,6 +172,16 @@ func waitSignal(sigs chan os.Signal) os.Signal {
 	sig := <-sigs
 	signal.Stop(sigs)
 	return sig
+}
+
+// readGoKit is fxmodule.ReadGoKitNodes with GATEWAY_GOKIT_NODES=1: the
+// upstream's providers are mixed, go-kit's and gracekit's (the migrate
+// scenario).
+func readGoKit() fx.Option {
+	if os.Getenv("GATEWAY_GOKIT_NODES") == "1" {
+		return fxmodule.ReadGoKitNodes()
+	}
+	return fx.Options()
 }
 
 // runGraceful serves the quote and order routes through gracekit's
@@ -206,6 +227,7 @@ func runGraceful(cfg fxmodule.Config, upstream string, factories []kitsd.Factory
 		}),
 		fxmodule.Discovery, // registers the gateway and serves it, its flush handler included
 		fxmodule.Gateway,   // the consumer and the flush handler
+		readGoKit(),
 	)
 	startCtx, cancel := context.WithTimeout(context.Background(), fx.DefaultTimeout)
 	defer cancel()
@@ -331,6 +353,31 @@ func loopbackFactory(f kitsd.Factory, hostOf func(instance string) (string, erro
 // curatorFactory is a go-kit sd.Factory for instance strings that are
 // Curator JSON node data, as go-kit's sd/zk Instancer publishes them: it
 // reads the address and port and builds a go-kit HTTP client for r.
+// hostPortFactory is the factory go-kit's examples write for sd/zk's
+// instance strings: "host:port", anything else refused (go-kit's
+// Endpointer then logs it and leaves it out).
+func hostPortFactory(r route) kitsd.Factory {
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = 64
+	client := &http.Client{Transport: transport}
+	return func(instance string) (kitendpoint.Endpoint, io.Closer, error) {
+		if _, err := hostPortHost(instance); err != nil {
+			return nil, nil, err
+		}
+		u := &url.URL{Scheme: "http", Host: instance, Path: r.path}
+		return kithttp.NewClient(r.method, u, r.enc, decodeUpstream, kithttp.SetClient(client)).Endpoint(), nil, nil
+	}
+}
+
+// hostPortHost is the host of a "host:port" instance string.
+func hostPortHost(instance string) (string, error) {
+	host, port, err := net.SplitHostPort(instance)
+	if err != nil || host == "" || port == "" {
+		return "", fmt.Errorf("instance %.80q is not host:port", instance)
+	}
+	return host, nil
+}
+
 func curatorFactory(r route) kitsd.Factory {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConnsPerHost = 64

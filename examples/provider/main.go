@@ -91,7 +91,7 @@ type StopReport struct {
 }
 
 func main() {
-	mode := flag.String("mode", "graceful", "stop behavior: graceful or naive")
+	mode := flag.String("mode", "graceful", "stop behavior: graceful or naive; gokit: registered with go-kit's sd/zk instead (HTTP only)")
 	transport := flag.String("transport", "http", "what it serves: http (go-kit HTTP on GRACEKIT_PORT) or grpc (gRPC only, on GRACEKIT_GRPC_PORT)")
 	flag.Parse()
 	if err := run(*mode, *transport); err != nil {
@@ -101,8 +101,11 @@ func main() {
 }
 
 func run(mode, transport string) error {
-	if mode != "graceful" && mode != "naive" {
-		return fmt.Errorf("invalid -mode %q (graceful or naive)", mode)
+	if mode != "graceful" && mode != "naive" && mode != "gokit" {
+		return fmt.Errorf("invalid -mode %q (graceful, naive or gokit)", mode)
+	}
+	if mode == "gokit" && transport != "http" {
+		return fmt.Errorf("-mode gokit serves HTTP only")
 	}
 	if transport != "http" && transport != "grpc" {
 		return fmt.Errorf("invalid -transport %q (http or grpc)", transport)
@@ -155,6 +158,16 @@ func run(mode, transport string) error {
 	// Listen for signals before starting, so an early SIGTERM is not lost.
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	svc := &quoteService{instance: cfg.InstanceID, latency: latency, ledger: led}
+	if mode == "gokit" {
+		return runGoKit(cfg, svc, log, sigs)
+	}
+	// PROVIDER_GOKIT_TWIN=<path>: also registered for go-kit's consumers
+	// under path (the migrate scenario).
+	twin := fx.Options()
+	if p := os.Getenv("PROVIDER_GOKIT_TWIN"); p != "" {
+		twin = fxmodule.GoKitRegistration(p)
+	}
 
 	var (
 		p    *provider.Provider
@@ -168,8 +181,9 @@ func run(mode, transport string) error {
 		}),
 		fxmodule.StopTimeout(stopTimeout), // fx's stop timeout and the module's budget at once
 		fx.Supply(cfg, log, met),
-		server(transport, &quoteService{instance: cfg.InstanceID, latency: latency, ledger: led}),
+		server(transport, svc),
 		fxmodule.Discovery,
+		twin,
 		fx.Populate(&p, &sess),
 	)
 	startCtx, cancel := context.WithTimeout(context.Background(), fx.DefaultTimeout)

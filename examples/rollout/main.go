@@ -42,7 +42,19 @@
 //
 //	RESULT mode=<graceful|naive> transport=grpc requests=<n> failed=<n> duplicated=<n> p99_ms=<x> max_stop_ms=<x> crash_failed=<n>
 //
-// It exits 1 when graceful mode failed or duplicated any request, when
+// Last, over HTTP, the migrate scenario: 3 providers registered with
+// go-kit's own sd/zk Registrar are replaced one by one with gracekit
+// providers that also register for go-kit consumers
+// (fxmodule.GoKitRegistration), under load from a stock go-kit sd/zk
+// consumer and a gracekit one reading the mixed service (sd.MixedCodec);
+// no kill. It must print
+//
+//	RESULT mode=migrate requests=<n> failed=0 duplicated=0 p99_ms=<x> max_stop_ms=<x> crash_failed=0
+//
+// Before the RESULT lines it draws every mode's timeline in one SVG and
+// prints REPORT svg=<path>.
+//
+// It exits 1 when graceful or migrate mode failed or duplicated any request, when
 // naive mode showed no harm (failed + duplicated = 0), when gracekit's
 // gateway executed an order twice, when an order answered OK is in no
 // ledger, or when a mode is invalid: the load ended (at its time or count
@@ -63,7 +75,7 @@
 // The processes talk to the driver as examples/CONTRACT.md says. Flags:
 //
 //	-transport http,grpc   transports to run, in order, each in every mode
-//	-modes graceful,naive  modes to run, in order
+//	-modes graceful,naive,migrate  modes to run, in order (migrate: HTTP only)
 //	-workers 21            concurrent load workers (going round the consumers)
 //	-requests 5000         minimum requests per mode (20% POST /api/orders)
 //	-latency 50ms          PROVIDER_LATENCY
@@ -71,6 +83,7 @@
 //	-no-crash              skip the kill -9
 //	-bindir DIR            use prebuilt provider, gateway and cachedgw binaries
 //	-keep                  keep the temporary directory on success
+//	-svg PATH              the timeline chart (default $TMPDIR/gracekit-demo.svg)
 package main
 
 import (
@@ -107,6 +120,10 @@ const (
 	// The gRPC run's services, apart from the HTTP ones'.
 	grpcProviderService = "quote-grpc"
 	grpcGatewayService  = "gateway-grpc"
+	// The migrate scenario's, apart from both.
+	migrateProviderService = "quote-gokit"
+	migrateGatewayService  = "gateway-migrate"
+	modeMigrate            = "migrate"
 
 	transportHTTP = "http"
 	transportGRPC = "grpc"
@@ -149,7 +166,7 @@ func logf(format string, args ...any) {
 func parseFlags() config {
 	c := config{preRoll: 1500 * time.Millisecond, preCrash: time.Second, postCrash: 2 * time.Second, postRoll: 0, loadLimit: 75 * time.Second,
 		stopLimit: 20 * time.Second, readyLimit: 30 * time.Second, reqTimeout: 10 * time.Second}
-	modes := flag.String("modes", "graceful,naive", "modes to run, in order")
+	modes := flag.String("modes", "graceful,naive,migrate", "modes to run, in order (migrate runs over HTTP only)")
 	transports := flag.String("transport", "http,grpc", "transports to run, in order, each in every mode: http, grpc")
 	flag.IntVar(&c.workers, "workers", 21, "concurrent load workers (going round the consumers)")
 	flag.Int64Var(&c.minRequests, "requests", 5000, "minimum requests per mode")
@@ -177,8 +194,8 @@ func parseFlags() config {
 func run() (code int) {
 	cfg := parseFlags()
 	for _, m := range cfg.modes {
-		if m != "graceful" && m != "naive" {
-			fmt.Fprintf(os.Stderr, "rollout: unknown mode %q (want graceful or naive)\n", m)
+		if m != "graceful" && m != "naive" && m != modeMigrate {
+			fmt.Fprintf(os.Stderr, "rollout: unknown mode %q (want graceful, naive or migrate)\n", m)
 			return 2
 		}
 	}
@@ -327,6 +344,9 @@ func (d *driver) run(ctx context.Context) ([]*modeResult, error) {
 	var results []*modeResult
 	for _, tr := range d.cfg.transports {
 		for _, mode := range d.cfg.modes {
+			if mode == modeMigrate && tr != transportHTTP {
+				continue // go-kit's sd/zk registrations name HTTP instances here
+			}
 			r, err := d.runMode(ctx, tr, mode)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", modeTag(tr, mode), err)
@@ -473,6 +493,21 @@ func (d *driver) newPort() (int, error) {
 func slots(transport, mode string) (consumers, providers []*instance) {
 	provService, gwService := providerService, gatewayService
 	var gwArgs, provArgs []string
+	if mode == modeMigrate {
+		// 3 providers registered by go-kit's own sd/zk Registrar, replaced
+		// one by one with gracekit's (GoKitRegistration), under load from a
+		// stock go-kit consumer (host:port instance strings) and gracekit's
+		// (sd.MixedCodec): GATEWAY_GOKIT_NODES.
+		consumers = []*instance{
+			{service: migrateGatewayService, id: migrateGatewayService + "-gracekit", name: consumerGracekit, bin: gatewayService, args: []string{"-mode", "graceful"}, watches: true},
+			{service: migrateGatewayService, id: migrateGatewayService + "-gokit", name: consumerGoKit, bin: gatewayService, args: []string{"-mode", "naive"}, watches: true},
+		}
+		for i := 1; i <= nProviders; i++ {
+			providers = append(providers, &instance{service: migrateProviderService, id: fmt.Sprintf("%s-%d", migrateProviderService, i),
+				bin: providerService, args: []string{"-mode", "gokit"}})
+		}
+		return consumers, providers
+	}
 	if transport == transportGRPC {
 		provService, gwService = grpcProviderService, grpcGatewayService
 		gwArgs, provArgs = []string{"-transport", transportGRPC}, []string{"-transport", transportGRPC}
@@ -546,6 +581,9 @@ func (d *driver) runMode(ctx context.Context, transport, mode string) (res *mode
 		} else {
 			in.vars["GATEWAY_UPSTREAM"] = providers[0].service
 			in.vars["GATEWAY_LOOPBACK_ONLY"] = "1" // only ever the demo's own providers
+			if mode == modeMigrate {
+				in.vars["GATEWAY_GOKIT_NODES"] = "1"
+			}
 		}
 	}
 
@@ -648,6 +686,11 @@ func (d *driver) runMode(ctx context.Context, transport, mode string) (res *mode
 				return nil, err
 			}
 		}
+		if mode == modeMigrate {
+			// Its replacement: gracekit, with a twin for go-kit's consumers.
+			in.args = []string{"-mode", "graceful"}
+			in.vars["PROVIDER_GOKIT_TWIN"] = d.basePath
+		}
 		logf("[%s] %s exited (%s) after %.0fms; starting it again at %s", tag, in.id, st.Exit, ms(st.Wall), in.addr())
 		if err := d.startInstance(dir, in); err != nil {
 			return nil, err
@@ -690,7 +733,7 @@ func (d *driver) runMode(ctx context.Context, transport, mode string) (res *mode
 
 	// One crash: kill -9 a provider under load. Nothing can drain it.
 	var crash *crashInfo
-	if res.Invalid == "" && !cfg.noCrash && !ld.finished() {
+	if res.Invalid == "" && !cfg.noCrash && mode != modeMigrate && !ld.finished() {
 		if err := drive.SleepCtx(ctx, cfg.preCrash); err != nil {
 			return nil, err
 		}

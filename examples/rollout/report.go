@@ -312,8 +312,8 @@ func verdict(r *modeResult) string {
 	if r.Invalid != "" {
 		why = append(why, "invalid: "+r.Invalid)
 	}
-	if r.Mode == "graceful" && (r.Failed() > 0 || r.Duplicated() > 0) {
-		why = append(why, fmt.Sprintf("graceful mode failed %d and duplicated %d of %d requests", r.Failed(), r.Duplicated(), r.Requests()))
+	if (r.Mode == "graceful" || r.Mode == modeMigrate) && (r.Failed() > 0 || r.Duplicated() > 0) {
+		why = append(why, fmt.Sprintf("%s mode failed %d and duplicated %d of %d requests", r.Mode, r.Failed(), r.Duplicated(), r.Requests()))
 	}
 	if r.Mode == "naive" && r.Failed()+r.Duplicated() == 0 {
 		why = append(why, "naive mode showed no harm (failed=0 duplicated=0)")
