@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -18,15 +19,18 @@ import (
 	"github.com/go-kit/log"
 	"github.com/go-zookeeper/zk"
 
+	"github.com/gracekit/gracekit/consumer"
 	"github.com/gracekit/gracekit/sd"
 	"github.com/gracekit/gracekit/zktest"
 )
 
 // The fleet suite (`go run . -only fleet`): fleetC consumers, each a
 // gateway routing fleetS services of fleetN instances, on a 3-member
-// ensemble; gracekit (one sd.Catalog per consumer: one recursive watch)
-// and go-kit (sd/zk, one Instancer per service) side by side, each
-// consumer with its own session as separate processes would have. Every
+// ensemble with stock limits; gracekit (one consumer.Consumer per
+// consumer, as users build it: one watch session, a recursive watch per
+// service) and go-kit (sd/zk, one Instancer per service) side by side,
+// each consumer with its own sessions as separate processes would have.
+// The sessions the consumers hold are counted on the members (cons). Every
 // consumer connects through a counting proxy, so that the bytes read from
 // ZooKeeper are measured the same way for both. Figures: the watches the
 // ensemble holds (mntr's zk_watch_count summed over the members, as
@@ -77,37 +81,40 @@ func (fc *fleetConsumer) follow(s int, ch chan kitsd.Event, done <-chan struct{}
 }
 
 func ourFleetConsumer(addrs []string) (*fleetConsumer, error) {
-	cl, err := sd.NewClient(strings.Join(addrs, ","), sd.SessionTimeout(30*time.Second))
+	sess, err := sd.NewSession(strings.Join(addrs, ","), sd.SessionTimeout(30*time.Second))
 	if err != nil {
 		return nil, err
 	}
-	cat, err := sd.NewCatalog(cl)
+	c, err := consumer.New(sess)
 	if err != nil {
-		cl.Close()
 		return nil, err
 	}
-	fc := &fleetConsumer{persistent: func() int {
-		if cat.Mode() == sd.WatchRecursive {
-			return 1 // the Catalog's, which its Instancers share
-		}
-		return 0
-	}}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := c.Start(ctx); err != nil {
+		return nil, err
+	}
+	fc := &fleetConsumer{}
+	var recursive int
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	for s := range fleetS {
-		in, err := cat.Instancer(fleetService(s))
+		in, err := c.Instancer(ctx, fleetService(s))
 		if err != nil {
 			close(done)
 			wg.Wait()
-			cat.Stop()
-			cl.Close()
+			_ = c.Stop(context.Background())
 			return nil, err
+		}
+		if in.Stats().WatchMode == sd.WatchRecursive {
+			recursive++ // one per service, on the one watch session
 		}
 		ch := make(chan kitsd.Event, 16)
 		in.Register(ch)
 		fc.follow(s, ch, done, &wg)
 	}
-	fc.stop = func() { close(done); wg.Wait(); cat.Stop(); cl.Close() }
+	fc.persistent = func() int { return recursive }
+	fc.stop = func() { close(done); wg.Wait(); _ = c.Stop(context.Background()) }
 	return fc, nil
 }
 
@@ -210,6 +217,7 @@ func cpuTime() time.Duration {
 }
 
 type fleetFigures struct {
+	sessions           int // the consumers hold (cons)
 	entries            int // of the members' watch tables (mntr)
 	persistent         int // persistent watches the consumers hold
 	loadBytes          int64
@@ -255,6 +263,7 @@ func runFleet() error {
 	}
 	ours, kit := results["gracekit"], results["gokit"]
 	tag := fmt.Sprintf("c%d_s%d_n%d", fleetC, fleetS, fleetN)
+	reportCount("fleet_zk_sessions_"+tag, ours.sessions, kit.sessions, "")
 	reportCount("fleet_zk_watches_"+tag, clientWatches(ours.entries, ours.persistent, weight), clientWatches(kit.entries, kit.persistent, weight), "")
 	reportCount("fleet_zk_watch_entries_"+tag, ours.entries, kit.entries, "")
 	report("fleet_bytes_read_load_"+tag, float64(ours.loadBytes)/1e6, float64(kit.loadBytes)/1e6, "MB")
@@ -286,6 +295,14 @@ func measureFleet(cluster *zktest.Cluster, writer *zk.Conn, side fleetSide) (fle
 			n += p.read.Load()
 		}
 		return n
+	}
+	baseSessions := 0 // the writer's
+	for _, a := range cluster.Addrs() {
+		_, n, err := consCounts(a)
+		if err != nil {
+			return f, err
+		}
+		baseSessions += n
 	}
 	begin := time.Now()
 	var consumers []*fleetConsumer
@@ -331,7 +348,13 @@ func measureFleet(cluster *zktest.Cluster, writer *zk.Conn, side fleetSide) (fle
 			return f, err
 		}
 		f.entries += w
+		_, n, err := consCounts(a)
+		if err != nil {
+			return f, err
+		}
+		f.sessions += n
 	}
+	f.sessions -= baseSessions
 	for _, c := range consumers {
 		if c.persistent != nil {
 			f.persistent += c.persistent()

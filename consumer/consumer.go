@@ -73,6 +73,9 @@ type Consumer struct {
 
 	run runstate.Machine
 
+	life    context.Context // ends when the Consumer stops: every call waiting on a load ends
+	endLife context.CancelFunc
+
 	mu       sync.Mutex
 	client   *sd.Client          // set while started
 	services map[string]*service // nil once stopped
@@ -99,7 +102,9 @@ func New(sess *sd.Session, opts ...Option) (*Consumer, error) {
 			return nil, err
 		}
 	}
-	return &Consumer{sess: sess, opts: o, log: o.logger.With("component", "consumer"), services: map[string]*service{}}, nil
+	c := &Consumer{sess: sess, opts: o, log: o.logger.With("component", "consumer"), services: map[string]*service{}}
+	c.life, c.endLife = context.WithCancel(context.Background())
+	return c, nil
 }
 
 // Start connects the session (or joins it, when another role started it),
@@ -150,6 +155,8 @@ func (c *Consumer) Instancer(ctx context.Context, name string) (*sd.Instancer, e
 			return s.in, s.err
 		case <-ctx.Done():
 			return nil, fmt.Errorf("consumer: wait for the first load of service %q: %w", name, ctx.Err())
+		case <-c.life.Done():
+			return nil, fmt.Errorf("consumer: stopped while waiting for the first load of service %q: %w", name, sd.ErrClosed)
 		}
 	}
 	s := &service{ready: make(chan struct{})}
@@ -161,12 +168,19 @@ func (c *Consumer) Instancer(ctx context.Context, name string) (*sd.Instancer, e
 	if c.opts.metrics != nil {
 		opts = append(opts, c.opts.metrics(name)...)
 	}
-	in, err := sd.NewInstancerContext(ctx, client, name, opts...)
+	// Stop ends the load too, whatever ctx says.
+	lctx, cancel := context.WithCancel(ctx)
+	stopLoad := context.AfterFunc(c.life, cancel)
+	in, err := sd.NewInstancerContext(lctx, client, name, opts...)
+	stopLoad()
+	cancel()
 	c.mu.Lock()
 	stopped := c.services == nil
 	switch {
 	case stopped && err == nil:
 		err = sd.ErrClosed
+	case stopped:
+		err = fmt.Errorf("consumer: stopped while loading service %q: %w (%w)", name, sd.ErrClosed, err)
 	case !stopped && err != nil:
 		delete(c.services, name) // a later call tries again
 	}
@@ -325,6 +339,7 @@ func (c *Consumer) stop(ctx context.Context) error {
 
 // closeServices closes the Endpointers, then stops the Instancers.
 func (c *Consumer) closeServices() {
+	c.endLife()
 	c.mu.Lock()
 	services := c.services
 	c.services = nil

@@ -3,9 +3,12 @@ package consumer_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"go.uber.org/goleak"
 
 	"github.com/gracekit/gracekit/consumer"
@@ -72,9 +75,10 @@ func TestConsumerStopBeforeStartThenStartIsRefused(t *testing.T) {
 	}
 }
 
-// A consumer whose Start failed (ZooKeeper down) holds nothing and may be
-// retried once ZooKeeper is back.
-func TestConsumerStartRetriesAfterAFailure(t *testing.T) {
+// A consumer started while ZooKeeper is down dials nothing at Start; its
+// first load says what is wrong after the connect timeout, holds nothing,
+// and succeeds once ZooKeeper is back.
+func TestConsumerLoadRetriesAfterAFailure(t *testing.T) {
 	zkc := zktest.New(t)
 	sess, err := sd.NewSession(zkc.ConnectString(), sd.ConnectTimeout(500*time.Millisecond))
 	if err != nil {
@@ -88,16 +92,16 @@ func TestConsumerStartRetriesAfterAFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := c.Start(ctx); err == nil {
-		t.Fatal("Start succeeded with ZooKeeper down")
+	if err := c.Start(ctx); err != nil {
+		t.Fatalf("Start did I/O: %v", err)
 	}
-	if st := c.State(); st != lifecycle.StateFailed {
-		t.Fatalf("state: %s, want failed", st)
+	if _, err := c.Instancer(ctx, "quote"); !errors.Is(err, zk.ErrNoServer) {
+		t.Fatalf("a first load with ZooKeeper down: %v, want zk.ErrNoServer", err)
 	}
 	if err := zkc.StartAll(); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Start(ctx); err != nil {
+	if _, err := c.Instancer(ctx, "quote"); err != nil {
 		t.Fatalf("retry: %v", err)
 	}
 	if err := c.Stop(ctx); err != nil {
@@ -105,6 +109,132 @@ func TestConsumerStartRetriesAfterAFailure(t *testing.T) {
 	}
 	if st := sess.State(); st != lifecycle.StateStopped {
 		t.Fatalf("the session after Stop: %s, want stopped", st)
+	}
+}
+
+// Stop ends every call still waiting in Instancer, even one whose ctx has
+// no deadline, against a server that accepts and never answers.
+func TestConsumerStopEndsCallsWaitingForAFirstLoad(t *testing.T) {
+	addr := frozenServer(t)
+	sess, err := sd.NewSession(addr, sd.ConnectTimeout(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := consumer.New(sess)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 2)
+	for range 2 { // the maker of the Instancer, and one waiting on it
+		go func() {
+			_, err := c.Instancer(context.Background(), "quote")
+			errs <- err
+		}()
+	}
+	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Stop(stopCtx); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	for range 2 {
+		select {
+		case err := <-errs:
+			if !errors.Is(err, sd.ErrClosed) {
+				t.Fatalf("a call waiting at Stop: %v, want sd.ErrClosed", err)
+			}
+		case <-stopCtx.Done():
+			t.Fatal("a call waiting in Instancer outlived Stop")
+		}
+	}
+}
+
+// frozenServer is a listener that accepts connections and never answers,
+// as a frozen ZooKeeper or a firewall that drops replies would.
+func frozenServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				_ = c.Close()
+			}
+		}()
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, conn)
+		}
+	}()
+	t.Cleanup(func() { _ = ln.Close(); <-done })
+	return ln.Addr().String()
+}
+
+// A gateway of 64 services, against ZooKeeper's stock limit of 60
+// connections per host, loads them all over one session (it registers
+// nothing: its own session never opens), and Stop closes it.
+func TestAConsumerOf64ServicesLoadsThemAllOverOneSession(t *testing.T) {
+	zkc := zktest.New(t) // stock maxClientCnxns
+	reg, err := sd.NewClient(zkc.ConnectString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const services = 64
+	for i := range services {
+		r, err := sd.NewRegistrar(reg, sd.Instance{Name: fmt.Sprint("svc", i), ID: fmt.Sprint("i", i), Address: "127.0.0.1", Port: 9000 + i})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.RegisterContext(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, err := zkc.Servers[0].Sessions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := newConsumer(t, zkc)
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range services {
+		in, err := c.Instancer(ctx, fmt.Sprint("svc", i))
+		if err != nil {
+			t.Fatalf("service %d: %v", i, err)
+		}
+		if got := in.Instances(); len(got) != 1 {
+			t.Fatalf("service %d loaded %+v", i, got)
+		}
+	}
+	during, err := zkc.Servers[0].Sessions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(during) - len(before); n != 1 {
+		t.Fatalf("the consumer of %d services holds %d sessions, want 1", services, n)
+	}
+	if err := c.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after, err := zkc.Servers[0].Sessions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != len(before) {
+		t.Fatalf("after Stop the server holds %d sessions, want the %d of before", len(after), len(before))
 	}
 }
 

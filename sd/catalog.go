@@ -73,7 +73,7 @@ func NewCatalog(c *Client, opts ...InstancerOption) (*Catalog, error) {
 	k.mode.Store(int32(o.watch))
 	k.ctx, k.cancel = context.WithCancel(context.Background())
 	if o.watch == WatchRecursive {
-		k.ws = newWatchSession(c, k.base, o.logger.With("component", "sd.catalog"))
+		k.ws = c.watches()
 	}
 	go k.run()
 	t := time.NewTimer(c.SessionTimeout())
@@ -101,9 +101,6 @@ func (k *Catalog) Mode() WatchMode { return WatchMode(k.mode.Load()) }
 // the Catalog stops it too.
 func (k *Catalog) Instancer(service string, opts ...InstancerOption) (*Instancer, error) {
 	all := append(slices.Clone(k.opts), opts...)
-	if k.ws != nil {
-		all = append(all, viaSession(k.ws))
-	}
 	k.mu.Lock()
 	stopped := k.stopped
 	k.mu.Unlock()
@@ -142,9 +139,6 @@ func (k *Catalog) Stop() {
 	}
 	k.cancel()
 	<-k.done
-	if k.ws != nil {
-		k.ws.close()
-	}
 }
 
 func (k *Catalog) set(names map[string]bool) {
@@ -180,7 +174,6 @@ func (k *Catalog) run() {
 func (k *Catalog) runRecursive() (refused bool) {
 	f := newRecFeed()
 	unsub := k.ws.subscribe(k.base, f)
-	k.ws.start()
 	defer unsub()
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval, bo.MaxInterval = 50*time.Millisecond, 5*time.Second

@@ -114,7 +114,6 @@ type clientOptions struct {
 	logger         *slog.Logger
 	onEvent        func(SessionEvent)
 	dialer         DialFunc
-	noWatchAhead   bool
 }
 
 type clientOptionFunc func(*clientOptions) error
@@ -133,8 +132,10 @@ func SessionTimeout(d time.Duration) ClientOption {
 	})
 }
 
-// ConnectTimeout bounds how long NewClient waits for the first session
-// (default 10 s, minimum 100 ms).
+// ConnectTimeout bounds how long a call waits for the Client's first
+// session (default 10 s, minimum 100 ms): a call made while no server of
+// the ensemble ever answered fails with an error that wraps zk.ErrNoServer
+// then, whatever its ctx.
 func ConnectTimeout(d time.Duration) ClientOption {
 	return clientOptionFunc(func(o *clientOptions) error {
 		if d < 100*time.Millisecond {
@@ -193,10 +194,23 @@ func Dialer(d DialFunc) ClientOption {
 	})
 }
 
-// Client is one ZooKeeper session shared by any number of Registrars and
-// Instancers. It handles a chroot, digest auth and ACLs, and turns the
-// session's state changes into SessionEvents. Its methods are safe for
-// concurrent use.
+// Client is a connection to one ZooKeeper ensemble shared by any number of
+// Registrars, Instancers and Catalogs. It holds at most two sessions, each
+// opened when first needed and closed by Close:
+//
+//   - its own (go-zookeeper), for registrations, the per-node watches and
+//     the Client's calls: opened by the first call that needs it;
+//   - one read-only watch session that every Instancer and Catalog of the
+//     Client shares, each watched service's recursive watch added on it:
+//     opened by the first of them and closed when the last one stops.
+//
+// A process that only registers holds one session, one that only watches
+// holds one, whatever the number of services. Both sessions try the
+// ensemble's servers in one order, shuffled per Client, and move to the
+// next server when theirs is lost; both keep their session across a
+// disconnect shorter than the session timeout. The Client handles a
+// chroot, digest auth and ACLs, and turns its own session's state changes
+// into SessionEvents. Its methods are safe for concurrent use.
 type Client struct {
 	conn    *zk.Conn
 	connp   atomic.Pointer[zk.Conn]
@@ -205,6 +219,7 @@ type Client struct {
 	acl     []zk.ACL
 	opts    clientOptions
 	logger  *slog.Logger
+	hp      *hostProvider
 
 	mu        sync.Mutex
 	subs      map[int]func(SessionEvent)
@@ -212,17 +227,20 @@ type Client struct {
 	nextSub   int
 	closed    bool
 	warnedACL map[string]bool // parents whose loose ACL was reported
+	ws        *watchSession   // made by the first Instancer or Catalog
 	drained   chan struct{}   // closed when the zk event channel is closed
 	done      chan struct{}   // closed by Close
 
-	up          chan struct{} // closed while a session is up; under mu
-	firstServer string        // the one dialled first ("" without a session ahead)
+	up          chan struct{} // closed while the own session is up; under mu
+	sessions    int           // StateHasSession events seen
+	settleUntil atomic.Int64  // unix nanos: a new connection's watch re-send is settling until then
 	zkWanted    chan struct{} // closed by wantSession
-	zkReady     chan struct{} // closed once conn is set (nil only if that failed)
+	zkReady     chan struct{} // closed once conn is set (nil only if Close came first)
+	zkDone      chan struct{} // closed when the goroutine that made conn ended
 	wantOnce    sync.Once
-	ahead       *watchAhead  // nil when WatchSessionAhead(false)
-	sessions    int          // StateHasSession events seen
-	settleUntil atomic.Int64 // unix nanos: a new connection's watch re-send is settling until then
+	wantedAt    atomic.Int64  // unix nanos of the first wantSession
+	authDone    chan struct{} // closed when digest auth was answered (at once without it)
+	authErr     error         // set before authDone closes
 }
 
 // ParseConnectString splits "host:port,host:port/chroot" into its servers
@@ -304,14 +322,12 @@ func zkValidPath(p string) error {
 	return nil
 }
 
-// NewClient connects to the ensemble in connect ("host:port,...[/chroot]")
-// and waits until a server gave a session or the connect timeout passes.
-// Without DigestAuth or a chroot, that session is the watch session opened
-// ahead (WatchSessionAhead), and the Client's own, which holds its
-// ephemeral nodes, is dialled when first needed (a Registrar call, a
-// per-node Instancer or Catalog) or a second after NewClient: a consumer's
-// first load then pays for one handshake, not two. Calls that need the
-// Client's own session wait for it.
+// NewClient checks connect ("host:port,...[/chroot]") and opts and
+// returns a Client that has dialled nothing yet: its sessions open when
+// first needed (see Client). A call that needs the Client's own session
+// waits for it within its ctx; while no server ever gave one, at most the
+// connect timeout, then it fails with an error that says so and wraps
+// zk.ErrNoServer. Instancers report an unreachable ensemble in Event.Err.
 func NewClient(connect string, opts ...ClientOption) (*Client, error) {
 	o := clientOptions{
 		sessionTimeout: DefaultSessionTimeout,
@@ -337,119 +353,75 @@ func NewClient(connect string, opts ...ClientOption) (*Client, error) {
 		up:       make(chan struct{}),
 		zkWanted: make(chan struct{}),
 		zkReady:  make(chan struct{}),
+		zkDone:   make(chan struct{}),
+		authDone: make(chan struct{}),
 		acl:      zk.WorldACL(zk.PermAll),
 	}
 	if o.user != "" {
 		c.acl = append(zk.WorldACL(zk.PermRead), zk.DigestACL(zk.PermAll, o.user, o.password)...)
 	}
+	// One shuffled order for both sessions (Connect's Init of the same
+	// servers keeps it).
+	c.hp = &hostProvider{logger: c.logger}
+	if err := c.hp.Init(servers); err != nil {
+		return nil, fmt.Errorf("sd: connect %v: %w", servers, err)
+	}
+	c.settleUntil.Store(settlePending)
+	go c.connectWhenWanted()
+	return c, nil
+}
 
-	ready := c.up // closed by the first session
-	dialer := o.dialer
+// connectWhenWanted creates the go-zookeeper connection once wantSession
+// was called, and authenticates it. A Client closed first creates none.
+func (c *Client) connectWhenWanted() {
+	defer close(c.zkDone)
+	select {
+	case <-c.zkWanted:
+	case <-c.done:
+		close(c.zkReady)
+		close(c.authDone)
+		return
+	}
+	dialer := c.opts.dialer
 	if dialer == nil {
 		dialer = net.DialTimeout
 	}
-	hp := &hostProvider{logger: c.logger}
-	// A Client without credentials or chroot needs nothing of its own
-	// session to load an Instancer: the watch session opened ahead goes
-	// first, and NewClient returns with it. go-zookeeper's first dial waits
-	// until something needs its session (any call of ours, see
-	// awaitSettled; a per-node Instancer) or zkGrace passed: on a small
-	// machine its handshake (a logged transaction on the server, megabytes
-	// of buffers here) would slow a first load by a third.
-	aheadFirst := !o.noWatchAhead && o.user == "" && chroot == ""
-	if !o.noWatchAhead {
-		// Init before Connect, to dial ahead the server go-zookeeper
-		// dials first (Connect's Init keeps the order).
-		if err := hp.Init(servers); err != nil {
-			return nil, fmt.Errorf("sd: connect %v: %w", servers, err)
-		}
-		c.firstServer = hp.first()
-		c.ahead = c.openAhead(c.firstServer)
-	}
-	dialer = bufferedDialer(refuseAfter(dialer, c.done))
-	dialZK := func() error {
-		conn, events, err := zk.Connect(servers, o.sessionTimeout,
-			zk.WithLogger(zkLogger{c.logger}),
-			zk.WithLogInfo(false),
-			zk.WithDialer(zk.Dialer(dialer)),
-			zk.WithHostProvider(hp),
-			zk.WithEventCallback(func(ev zk.Event) {
-				if ev.Type != zk.EventSession {
-					c.route(ev)
-					return
-				}
-				c.dispatch(SessionEvent{State: stateOf(ev.State), SessionID: c.SessionID(), Server: ev.Server, Time: time.Now()})
-			}))
-		if err != nil {
-			return fmt.Errorf("sd: connect %v: %w", servers, err)
-		}
-		c.conn = conn
-		c.connp.Store(conn)
-		// Events also go to this channel, which drops them when full; drain
-		// it so zk never blocks, and learn from its close that zk's
-		// goroutines ended.
-		go func() {
-			for range events {
+	conn, events, err := zk.Connect(c.servers, c.opts.sessionTimeout,
+		zk.WithLogger(zkLogger{c.logger}),
+		zk.WithLogInfo(false),
+		zk.WithDialer(zk.Dialer(bufferedDialer(dialer))),
+		zk.WithHostProvider(c.hp),
+		zk.WithEventCallback(func(ev zk.Event) {
+			if ev.Type != zk.EventSession {
+				c.route(ev)
+				return
 			}
-			close(c.drained)
-		}()
-		return nil
+			c.dispatch(SessionEvent{State: stateOf(ev.State), SessionID: c.SessionID(), Server: ev.Server, Time: time.Now()})
+		}))
+	if err != nil {
+		// zk.Connect fails only on servers its HostProvider's Init
+		// refuses, and NewClient's own Init of the same servers passed.
+		panic(fmt.Sprintf("sd: go-zookeeper refused servers it accepted: %v", err))
 	}
-	if aheadFirst {
-		c.settleUntil.Store(settlePending)
-		go c.connectWhenWanted(dialZK, zkGrace)
-	} else {
-		c.wantSession()
-		err := dialZK()
-		close(c.zkReady)
-		if err != nil {
-			c.ahead.close(closeWait)
-			return nil, err
+	c.conn = conn
+	c.connp.Store(conn)
+	close(c.zkReady)
+	// Events also go to this channel, which drops them when full; drain
+	// it so zk never blocks, and learn from its close that zk's
+	// goroutines ended.
+	go func() {
+		for range events {
+		}
+		close(c.drained)
+	}()
+	if c.opts.user != "" {
+		// Queued ahead of every call of ours (they wait for the session
+		// and then for this), and re-sent by go-zookeeper on reconnects.
+		if err := conn.AddAuth("digest", []byte(c.opts.user+":"+c.opts.password)); err != nil {
+			c.authErr = fmt.Errorf("sd: digest auth as %q: %w", c.opts.user, err)
 		}
 	}
-	if o.user != "" {
-		if err := c.conn.AddAuth("digest", []byte(o.user+":"+o.password)); err != nil {
-			c.Close()
-			return nil, fmt.Errorf("sd: digest auth as %q: %w", o.user, err)
-		}
-	}
-	timer := time.NewTimer(o.connectTimeout)
-	defer timer.Stop()
-	var aheadSlow <-chan time.Time
-	var aheadUp <-chan struct{}
-	if aheadFirst {
-		aheadUp = c.ahead.ready
-		// A first server that does not answer must not hold the Client's
-		// own session, which tries the others, back by zkGrace.
-		slow := time.NewTimer(aheadPatience)
-		defer slow.Stop()
-		aheadSlow = slow.C
-	}
-	for waiting := true; waiting; {
-		select {
-		case <-ready:
-			waiting = false
-		case <-aheadSlow:
-			aheadSlow = nil
-			c.wantSession()
-		case <-aheadUp:
-			aheadUp = nil
-			if waiting = c.ahead.failed(); waiting {
-				c.wantSession() // and wait for it
-			}
-		case <-timer.C:
-			c.Close()
-			return nil, fmt.Errorf("sd: no ZooKeeper server of %v gave a session within %v: check the connect string and that the ensemble is up: %w",
-				servers, o.connectTimeout, zk.ErrNoServer)
-		}
-	}
-	if chroot != "" {
-		if err := c.ensurePath(context.Background(), "/", false); err != nil {
-			c.Close()
-			return nil, err
-		}
-	}
-	return c, nil
+	close(c.authDone)
 }
 
 // SessionID is the current session's id (0 while there is none).
@@ -485,8 +457,7 @@ func (c *Client) dispatch(ev SessionEvent) {
 		if c.sessions > 1 {
 			c.settleUntil.Store(time.Now().Add(reconnectSettle).UnixNano())
 		} else {
-			// The first connection has no watches to re-send; calls
-			// made before it (the watch session went first) go now.
+			// The first connection has no watches to re-send.
 			c.settleUntil.Store(0)
 		}
 		select {
@@ -519,29 +490,49 @@ func (c *Client) dispatch(ev SessionEvent) {
 	}
 }
 
-// awaitSettled waits, within ctx, until a new connection's watch re-send
-// had reconnectSettle to go first, so that no request of ours is the
-// response go-zookeeper's receive loop writes its last zxid for while the
-// re-send reads it (go-zookeeper/zk#35). A call made while disconnected
-// would wait in go-zookeeper's queue and go out the moment the connection
-// returns, before its session event reached us: so from a disconnect on
-// (settlePending) calls wait for the new connection, then for it to settle.
-// Every call path of ours asks this first.
+// awaitSettled waits, within ctx, until the Client's own session is up
+// and a new connection's watch re-send had reconnectSettle to go first, so
+// that no request of ours is the response go-zookeeper's receive loop
+// writes its last zxid for while the re-send reads it
+// (go-zookeeper/zk#35). A call made while disconnected would wait in
+// go-zookeeper's queue and go out the moment the connection returns,
+// before its session event reached us: so from a disconnect on
+// (settlePending) calls wait for the new connection, then for it to
+// settle. This is the one settle wait of the Client's calls; every call
+// path of ours asks it first. Asking is what opens the session.
 func (c *Client) awaitSettled(ctx context.Context) error {
 	c.wantSession()
+	var never <-chan time.Time // the connect timeout, while no session ever came
 	for {
 		c.mu.Lock()
-		until, up := c.settleUntil.Load(), c.up // stored together by dispatch
+		until, up, had := c.settleUntil.Load(), c.up, c.sessions > 0 // stored together by dispatch
 		c.mu.Unlock()
 		if until == settlePending {
+			if !had && never == nil {
+				t := time.NewTimer(time.Until(time.Unix(0, c.wantedAt.Load()).Add(c.opts.connectTimeout)))
+				defer t.Stop()
+				never = t.C
+			}
 			select {
 			case <-up:
 				continue
+			case <-never:
+				return c.errNoServer()
 			case <-ctx.Done():
 				return ctx.Err()
 			case <-c.done:
-				return zk.ErrClosing
+				return ErrClosed
 			}
+		}
+		select {
+		case <-c.authDone:
+			if c.authErr != nil {
+				return c.authErr
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.done:
+			return ErrClosed
 		}
 		d := time.Until(time.Unix(0, until))
 		if d <= 0 {
@@ -555,9 +546,27 @@ func (c *Client) awaitSettled(ctx context.Context) error {
 			return ctx.Err()
 		case <-c.done:
 			t.Stop()
-			return zk.ErrClosing
+			return ErrClosed
 		}
 	}
+}
+
+// errNoServer is the error of a call that waited the connect timeout
+// while no server ever gave a session.
+func (c *Client) errNoServer() error {
+	return fmt.Errorf("sd: no ZooKeeper server of %v gave a session within %v: check the connect string and that the ensemble is up: %w",
+		c.servers, c.opts.connectTimeout, zk.ErrNoServer)
+}
+
+// hadSession tells whether a server ever gave the Client a session, its
+// own or the watch session.
+func (c *Client) hadSession() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sessions > 0 {
+		return true
+	}
+	return c.ws != nil && c.ws.created.Load()+c.ws.resumed.Load() > 0
 }
 
 // settlePending is settleUntil while the connection is down after a
@@ -719,33 +728,41 @@ func (c *Client) checkParentACL(p string) {
 	}
 }
 
-// Close ends the session, which removes every ephemeral node it owns, and
-// waits for the client's goroutines to end (at most a few seconds). It is
-// idempotent.
+// Close ends both sessions (the Client's own, which removes every
+// ephemeral node it owns, and the watch session), makes every call and
+// Instancer still running end with ErrClosed, and waits for the Client's
+// goroutines (at most a few seconds: go-zookeeper's may hang on calls in
+// flight). It is idempotent.
 func (c *Client) Close() {
 	c.mu.Lock()
 	already := c.closed
 	c.closed = true
+	ws := c.ws
 	c.mu.Unlock()
 	if !already {
 		close(c.done)
-		<-c.zkReady // at once: connectWhenWanted sees done
-		if c.conn != nil {
-			c.conn.Close()
-		}
+	}
+	if ws != nil {
+		ws.close()
 	}
 	deadline := time.Now().Add(closeWait)
-	if !c.ahead.close(closeWait) {
-		c.logger.Warn("the watch session dialled ahead did not end in time", "wait", closeWait)
+	<-c.zkReady // at once: connectWhenWanted sees done
+	if !already && c.conn != nil {
+		c.conn.Close()
 	}
-	// go-zookeeper can block for good in its request flush when calls are
-	// in flight at Close; bound the wait rather than hang the caller.
 	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
-	select {
-	case <-c.drained:
-	case <-t.C:
-		c.logger.Warn("zk client goroutines did not end in time", "wait", closeWait)
+	drained := c.drained
+	if c.conn == nil {
+		drained = c.zkDone
+	}
+	for _, ch := range []<-chan struct{}{c.zkDone, drained} {
+		select {
+		case <-ch:
+		case <-t.C:
+			c.logger.Warn("zk client goroutines did not end in time", "wait", closeWait)
+			return
+		}
 	}
 }
 
@@ -775,51 +792,51 @@ func bufferedDialer(d DialFunc) DialFunc {
 	}
 }
 
-// zkGrace is how long the Client's own session waits for a reason to be
-// dialled (see NewClient) at most.
-var zkGrace = time.Second // a var for the tests
-
 // wantSession lets the Client dial its own session.
-func (c *Client) wantSession() { c.wantOnce.Do(func() { close(c.zkWanted) }) }
-
-// aheadPatience is how long NewClient waits for the watch session's
-// handshake before it lets the Client's own session dial as well.
-const aheadPatience = 200 * time.Millisecond
-
-// refuseAfter makes d fail once done is closed: go-zookeeper created after
-// Close (see connectWhenWanted) must not make a session on its first dial.
-func refuseAfter(d DialFunc, done <-chan struct{}) DialFunc {
-	return func(network, address string, timeout time.Duration) (net.Conn, error) {
-		select {
-		case <-done:
-			return nil, zk.ErrClosing
-		default:
-		}
-		return d(network, address, timeout)
-	}
+func (c *Client) wantSession() {
+	c.wantOnce.Do(func() {
+		c.wantedAt.Store(time.Now().UnixNano())
+		close(c.zkWanted)
+	})
 }
 
-// connectWhenWanted creates the go-zookeeper connection once wantSession
-// was called or grace passed, and at once when the Client is closed first
-// (its dials then fail and Close closes it: a Client always has one).
-func (c *Client) connectWhenWanted(connect func() error, grace time.Duration) {
-	defer close(c.zkReady)
-	t := time.NewTimer(grace)
-	defer t.Stop()
-	select {
-	case <-c.zkWanted:
-	case <-t.C:
-	case <-c.done:
+// watches is the Client's watch session, made at the first call; after
+// Close it is one that never opens.
+func (c *Client) watches() *watchSession {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ws == nil {
+		c.ws = newWatchSession(c)
+		if c.closed {
+			c.ws.close()
+		}
 	}
-	if err := connect(); err != nil {
-		// zk.Connect fails only on servers its HostProvider's Init
-		// refuses, and NewClient's own Init of the same servers passed.
-		panic(fmt.Sprintf("sd: go-zookeeper refused servers it accepted: %v", err))
+	return c.ws
+}
+
+// WatchSessionStats counts the watch sessions the Client made and resumed.
+func (c *Client) WatchSessionStats() WatchSessionStats {
+	c.mu.Lock()
+	ws := c.ws
+	c.mu.Unlock()
+	if ws == nil {
+		return WatchSessionStats{}
 	}
+	return ws.stats()
+}
+
+// WatchSessionAhead once chose whether NewClient opened the watch session
+// ahead of need.
+//
+// Deprecated: the watch session opens when the first Instancer or Catalog
+// needs it; this option does nothing.
+func WatchSessionAhead(bool) ClientOption {
+	return clientOptionFunc(func(*clientOptions) error { return nil })
 }
 
 // zk is the Client's own connection (go-zookeeper), which may still be
-// dialling its session; asking for it is a reason to dial (see NewClient).
+// dialling its session; asking for it opens it. Call awaitSettled first:
+// after Close it is nil.
 func (c *Client) zk() *zk.Conn {
 	c.wantSession()
 	<-c.zkReady

@@ -1,6 +1,7 @@
 package sd_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -248,8 +249,18 @@ func TestBadClientOptionsNameTheValueAndRange(t *testing.T) {
 	}
 }
 
+// NewClient dials nothing; the first call says what is wrong.
 func TestUnreachableEnsembleIsAClearError(t *testing.T) {
-	_, err := sd.NewClient("127.0.0.1:1", sd.ConnectTimeout(300*time.Millisecond))
+	cl, err := sd.NewClient("127.0.0.1:1", sd.ConnectTimeout(300*time.Millisecond))
+	if err != nil {
+		t.Fatalf("NewClient did I/O: %v", err)
+	}
+	defer cl.Close()
+	r, err := sd.NewRegistrar(cl, sd.Instance{Name: "x", ID: "x-1", Address: "127.0.0.1", Port: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.RegisterContext(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "check the connect string") {
 		t.Fatalf("err = %v", err)
 	}

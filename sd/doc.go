@@ -2,8 +2,29 @@
 // node format of Apache Curator's x-discovery as Spring Cloud Zookeeper
 // writes it, so Go, Java and Node services see each other.
 //
-// A Client is one ZooKeeper session (ensemble, chroot, digest auth, ACLs)
-// shared by any number of Registrars and Instancers.
+// A Client is a connection to one ensemble (chroot, digest auth, ACLs)
+// shared by any number of Registrars, Instancers and Catalogs. It holds at
+// most two ZooKeeper sessions, whatever the number of services: its own
+// (registrations and their ephemeral nodes, the per-node watches) and one
+// read-only watch session that every Instancer and Catalog of the Client
+// shares, with one persistent recursive watch per watched service. A
+// process that only registers holds one session; one that only watches,
+// one. Both sessions open when first needed, try the servers in one order
+// shuffled per Client, and move to the next server when theirs is lost:
+//
+//	session  state        entered when                           then
+//	both     not opened   NewClient (it dials nothing)           own: the first call that needs it opens it;
+//	                                                             watch: the first Instancer or Catalog
+//	both     connecting   opened, or its connection was lost     calls wait (while no server ever answered:
+//	                                                             the connect timeout, then zk.ErrNoServer)
+//	own      has session  a server gave it                       calls go, after a reconnect once it settled
+//	watch    up           a server gave it, watches added        notifications routed to each service's feed
+//	both     resumed      reconnected within the session timeout same session; the watch session re-adds its
+//	                                                             watches and re-reads every service in bulk
+//	both     expired      the server ended it                    a new session at once; Registrars re-create
+//	                                                             their nodes, Instancers re-read
+//	watch    closed       its last Instancer or Catalog stopped  the next one opens it again
+//	both     closed       Client.Close                           calls and running Instancers end: ErrClosed
 //
 // Registrar implements go-kit's sd.Registrar. It keeps one EPHEMERAL node
 // /<basePath>/<service>/<id> alive: after a session expiry it re-creates the
@@ -13,18 +34,19 @@
 // deletes exactly its own node.
 //
 // Instancer implements go-kit's sd.Instancer. A full load reads all nodes
-// with a few multiRead requests (ZooKeeper 3.6+) over a short-lived second
-// session and publishes at once. It then watches the service in one of two
-// modes (WithWatchMode; InstancerStats.WatchMode says which, and one log
-// line): by default one persistent recursive watch (ZooKeeper 3.6+
-// addWatch) on a read-only watch session of its own, whose notifications it
-// applies one node at a time (a creation or a data change reads that node,
-// a deletion reads nothing, nothing re-lists the children), dropping the
-// session on any disconnect and re-reading the service in bulk over a new
-// one; or, on a server that refuses addWatch or when asked, a children
-// watch and a data watch per node over the one connection (reads
-// pipelined). A Catalog holds one recursive watch on the base path for a
-// gateway that routes every service. It publishes the complete set
+// with a few multiRead requests (ZooKeeper 3.6+) and publishes at once. It
+// then watches the service in one of two modes (WithWatchMode;
+// InstancerStats.WatchMode says which, and one log line): by default one
+// persistent recursive watch (ZooKeeper 3.6+ addWatch) added on the
+// Client's watch session, whose notifications it applies one node at a
+// time (a creation or a data change reads that node, a deletion reads
+// nothing, nothing re-lists the children), re-reading the service in bulk
+// after any disconnect; or, on a server that refuses addWatch or when
+// asked, a children watch and a data watch per node over the Client's own
+// session (reads pipelined, the first load over a short-lived bulk
+// session). A Catalog holds one recursive watch on the base path for a
+// gateway that routes every service; it covers the watches of the
+// services under it. It publishes the complete set
 // of UP instances on every change. It re-arms its watches after every error,
 // reconnect and session expiry, keeps the last good set while ZooKeeper is
 // unreachable (reporting the error in Event.Err), and skips and counts

@@ -137,3 +137,11 @@ func (hp *hostProvider) Connected() {
 	defer hp.mu.Unlock()
 	hp.last = hp.curr
 }
+
+// list is the servers in the order Next hands them out from Init: the
+// watch session dials them in the same shuffled order.
+func (hp *hostProvider) list() []string {
+	hp.mu.Lock()
+	defer hp.mu.Unlock()
+	return slices.Clone(hp.servers)
+}

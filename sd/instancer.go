@@ -1,6 +1,7 @@
 package sd
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -47,7 +48,6 @@ type instancerOptions struct {
 	noBulk      bool
 	keepData    bool
 	watch       WatchMode
-	session     *watchSession // a Catalog's, shared; nil: the Instancer's own
 }
 
 type instancerOptionFunc func(*instancerOptions) error
@@ -259,7 +259,8 @@ func newInstancer(c *Client, service string, opts []InstancerOption) (*Instancer
 }
 
 // NewInstancerContext is NewInstancer that waits until the service was
-// read from ZooKeeper without error, or ctx ends. Then it stops the
+// read from ZooKeeper without error, or ctx ends, or the Client is closed,
+// or no server gave a session within the Client's connect timeout. Then it stops the
 // Instancer and returns the last read error (a missing service node is not
 // an error: it is an empty service), so that a failed first load is not
 // mistaken for an empty, healthy service.
@@ -268,15 +269,30 @@ func NewInstancerContext(ctx context.Context, c *Client, service string, opts ..
 	if err != nil {
 		return nil, err
 	}
-	select {
-	case <-in.loaded:
-		return in, nil
-	case <-ctx.Done():
+	// An ensemble that never answered fails the load after the connect
+	// timeout, as it fails every call.
+	never := time.NewTimer(c.opts.connectTimeout)
+	defer never.Stop()
+	var noServer error
+	for waiting := true; waiting; {
+		select {
+		case <-in.loaded:
+			return in, nil
+		case <-ctx.Done():
+			waiting = false
+		case <-c.Done():
+			waiting = false
+		case <-never.C:
+			if !c.hadSession() {
+				noServer = c.errNoServer()
+				waiting = false
+			}
+		}
 	}
 	err = in.Err()
 	in.Stop()
-	if err == nil || errors.Is(err, ErrNotLoaded) {
-		err = ctx.Err()
+	if err == nil || errors.Is(err, ErrNotLoaded) || errors.Is(err, ErrDisconnected) {
+		err = cmp.Or(noServer, ctx.Err(), error(ErrClosed))
 	}
 	return nil, fmt.Errorf("sd: first load of service %q from %s: %w", service, in.dir, err)
 }

@@ -31,7 +31,8 @@ type WatchMode int
 
 const (
 	// WatchRecursive, the default, holds one persistent recursive watch
-	// per service (ZooKeeper 3.6+) over a read-only session of its own.
+	// per service (ZooKeeper 3.6+) on the Client's watch session, which
+	// every Instancer and Catalog of the Client shares.
 	// A server that refuses addWatch (3.5, or WatchManagerOptimized) gets
 	// WatchPerNode.
 	WatchRecursive WatchMode = iota
@@ -65,22 +66,12 @@ func WithWatchMode(m WatchMode) InstancerOption {
 	})
 }
 
-// viaSession feeds an Instancer from a Catalog's shared watch session.
-func viaSession(ws *watchSession) InstancerOption {
-	return instancerOptionFunc(func(o *instancerOptions) error { o.session = ws; return nil })
-}
-
 // feed runs the Instancer's feed until Stop: the recursive one when asked
 // and the server accepts it, else the per-node one.
 func (in *Instancer) feed() {
 	defer in.wg.Done()
 	if in.opts.watch == WatchRecursive {
-		ws := in.opts.session
-		if ws == nil {
-			ws = newWatchSession(in.c, in.dir, in.logger)
-			defer ws.close()
-		}
-		if !in.runRecursive(ws) {
+		if !in.runRecursive(in.c.watches()) {
 			return
 		}
 	}
@@ -101,7 +92,6 @@ func (in *Instancer) runRecursive(ws *watchSession) (refused bool) {
 	f := newRecFeed()
 	unsub := ws.subscribe(in.dir, f)
 	defer unsub()
-	ws.start()
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval, bo.MaxInterval = 50*time.Millisecond, 5*time.Second
 	var retry, reread *time.Timer

@@ -156,7 +156,7 @@ func (in *Instancer) openBulk() *bulkSession {
 	}
 	addr := in.c.zk().Server()
 	return openBulk(in.ctx, in.c.SessionTimeout(), func(ctx context.Context) (*zkwire.Conn, error) {
-		return in.c.dialWatch(ctx, addr, nil)
+		return in.c.dialWatch(ctx, addr, 0, nil, nil)
 	})
 }
 

@@ -350,7 +350,7 @@ func (c opsConn) Write(p []byte) (int, error) {
 // addWatch, whichever of its goroutines runs first: a listing sent after
 // the watch's reply would cost the load a round trip.
 func TestTheFirstListingGoesOutWithAddWatch(t *testing.T) {
-	defer sd.SetZKGrace(time.Hour)() // the client's own session stays out of the writes
+	// A consumer alone never opens the client's own session: only the watch session writes.
 	c := zktest.New(t)
 	register(t, newClient(t, c), instance("piped", 7201))
 	for range 20 {

@@ -215,15 +215,22 @@ func TestConsumerSessionExpiryRewatches(t *testing.T) {
 	provider := newClient(t, c)
 	consumer := newClient(t, c, sd.Dialer(rec.Dial))
 	register(t, provider, instance("cx", 6001))
-	_, ch := newInstancer(t, consumer, "cx")
+	in, ch := newInstancer(t, consumer, "cx")
 	waitSet(t, ch, "127.0.0.1:6001")
-	// The consumer's own session comes within zkGrace of NewClient.
-	testutil.WaitFor(t, "the consumer's own session", func() bool { return consumer.SessionID() != 0 })
-	old := consumer.SessionID()
+	// The session that holds the watches: the shared watch session, or
+	// the client's own for per-node watches.
+	session := func() int64 {
+		if in.Stats().WatchMode == sd.WatchPerNode {
+			return consumer.SessionID()
+		}
+		id, _ := sd.WatchSessionID(consumer)
+		return id
+	}
+	old := session()
 	if err := rec.Expire(c.Servers[0].Addr(), old); err != nil {
 		t.Fatal(err)
 	}
-	testutil.WaitFor(t, "a new consumer session", func() bool { s := consumer.SessionID(); return s != 0 && s != old })
+	testutil.WaitFor(t, "a new consumer session", func() bool { s := session(); return s != 0 && s != old })
 	// Watches of the old session are gone: changes must still arrive.
 	register(t, provider, instance("cx", 6002))
 	waitSet(t, ch, "127.0.0.1:6001", "127.0.0.1:6002")

@@ -3,9 +3,13 @@ package sd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"maps"
 	"path"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -13,36 +17,49 @@ import (
 	"github.com/gracekit/gracekit/internal/zkwire"
 )
 
-// A watchSession holds one persistent recursive watch (ZooKeeper 3.6+
-// addWatch, mode PERSISTENT_RECURSIVE) on root, over a read-only session of
-// its own, and hands the notifications to feeds subscribed by directory.
+// A watchSession is a Client's one read-only session for persistent
+// recursive watches (ZooKeeper 3.6+ addWatch, mode PERSISTENT_RECURSIVE),
+// shared by every Instancer and Catalog of the Client: one recursive watch
+// per watched directory (a service, or a Catalog's base path, which covers
+// the services under it), whose notifications it routes to the feeds
+// subscribed by directory.
 //
 // Why a session of its own, spoken by internal/zkwire: go-zookeeper v1.0.4
 // cannot send addWatch and has no hook for a custom request, and no Go
-// client the module proxy serves can. Why disposable: the server re-adds a
-// persistent watch on a reconnect without replaying the events missed
-// meanwhile, so a full re-read is owed after any disconnect anyway; on any
-// failure the session is dropped, and a fresh one adds the watch again and
-// every feed re-reads its nodes in bulk over it. It creates nothing, so its
-// end costs nothing but the watch.
+// client the module proxy serves can. Why one per watched service and not
+// one on the base path: a consumer of a few services of a large registry
+// would receive every other service's notifications. The server does not
+// replay the events missed while a connection was down, so after any
+// disconnect every feed re-reads its directory in bulk; the session itself
+// is resumed (same id) when it is still alive, so a short disconnect costs
+// the ensemble no new session. It creates nothing.
+//
+// It opens when its first feed subscribes and closes when its last one
+// leaves, or with the Client. It dials the servers in the Client's own
+// shuffled order, moving to the next one on each failure, so the sessions
+// of a fleet spread as go-zookeeper's do.
 //
 // A path watched in two modes by one session corrupts the older watch
-// (ZOOKEEPER-4466): this session only ever adds the one recursive watch.
+// (ZOOKEEPER-4466): this session only ever adds recursive watches.
 type watchSession struct {
 	c      *Client
-	root   string // server path
 	logger *slog.Logger
 
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
+	kick   chan struct{} // the feeds changed; buffered
 
 	mu      sync.Mutex
 	subs    map[string]map[*recFeed]struct{} // by the directory whose children they follow
-	conn    *zkwire.Conn                     // with the watch added; nil while there is none
-	gen     uint64                           // counts sessions
+	fresh   map[*recFeed]string              // subscribed while conn was up, not handed it yet
+	conn    *zkwire.Conn                     // nil while there is none
+	gen     uint64                           // counts connections
+	roots   map[string]bool                  // recursive watches added on conn
 	refused error                            // the server refused addWatch: use per-node watches
-	started sync.Once
+	started bool
+
+	created, resumed atomic.Int64 // sessions made and resumed, for tests and stats
 }
 
 // errAddWatchRefused wraps the server's answer to addWatch when it is not a
@@ -50,30 +67,42 @@ type watchSession struct {
 // WatchManagerOptimized fails the request (MARSHALLINGERROR).
 var errAddWatchRefused = errors.New("sd: the server refused a persistent recursive watch (addWatch needs ZooKeeper 3.6+ without WatchManagerOptimized)")
 
-func newWatchSession(c *Client, root string, logger *slog.Logger) *watchSession {
+func newWatchSession(c *Client) *watchSession {
 	ws := &watchSession{
-		c: c, root: root, logger: logger.With("watch", root),
-		subs: map[string]map[*recFeed]struct{}{},
-		done: make(chan struct{}),
+		c: c, logger: c.logger.With("component", "sd.watch"),
+		subs:  map[string]map[*recFeed]struct{}{},
+		fresh: map[*recFeed]string{},
+		done:  make(chan struct{}),
+		kick:  make(chan struct{}, 1),
 	}
 	ws.ctx, ws.cancel = context.WithCancel(context.Background())
 	return ws
 }
 
-// start starts the session once its first subscriber is in: then the
-// first session's listing goes out right behind addWatch (see open), not a
-// round trip later, whichever goroutine runs first. Idempotent.
-func (ws *watchSession) start() { ws.started.Do(func() { go ws.run() }) }
-
 // close ends the session and waits for its goroutines. Idempotent.
 func (ws *watchSession) close() {
 	ws.cancel()
-	ws.start() // a session never started ends at once
+	ws.mu.Lock()
+	started := ws.started
+	ws.started = true // none starts after close
+	ws.mu.Unlock()
+	if !started {
+		close(ws.done)
+	}
 	<-ws.done
 }
 
+func (ws *watchSession) poke() {
+	select {
+	case ws.kick <- struct{}{}:
+	default:
+	}
+}
+
 // subscribe makes f follow the children of dir until the returned func is
-// called. f hears of the current session at once.
+// called. f hears of the session's state at once or soon: the session
+// opens with its first subscriber, and a subscriber that joins a session
+// that is up gets it with its own listing, sent right behind its watch.
 func (ws *watchSession) subscribe(dir string, f *recFeed) (cancel func()) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
@@ -85,8 +114,13 @@ func (ws *watchSession) subscribe(dir string, f *recFeed) (cancel func()) {
 	case ws.refused != nil:
 		f.refuse(ws.refused)
 	case ws.conn != nil:
-		f.up(ws.conn, ws.gen, nil)
+		ws.fresh[f] = dir
 	}
+	if !ws.started && ws.ctx.Err() == nil {
+		ws.started = true
+		go ws.run()
+	}
+	ws.poke()
 	return func() {
 		ws.mu.Lock()
 		defer ws.mu.Unlock()
@@ -94,6 +128,8 @@ func (ws *watchSession) subscribe(dir string, f *recFeed) (cancel func()) {
 		if len(ws.subs[dir]) == 0 {
 			delete(ws.subs, dir)
 		}
+		delete(ws.fresh, f)
+		ws.poke()
 	}
 }
 
@@ -103,6 +139,23 @@ func (ws *watchSession) each(fn func(dir string, f *recFeed)) {
 			fn(dir, f)
 		}
 	}
+}
+
+// wantedLocked is the set of directories to watch: those subscribed, less
+// those a recursive watch on an ancestor already covers.
+func (ws *watchSession) wantedLocked() map[string]bool {
+	want := make(map[string]bool, len(ws.subs))
+	for dir := range ws.subs {
+		covered := false
+		for d := dir; d != "/" && !covered; {
+			d = path.Dir(d)
+			_, covered = ws.subs[d]
+		}
+		if !covered {
+			want[dir] = true
+		}
+	}
+	return want
 }
 
 // route hands a notification to the feeds of its parent. It runs on the
@@ -125,114 +178,248 @@ const (
 	watchRetryMax = time.Second
 )
 
+// WatchSessionStats count a Client's watch sessions since NewClient.
+type WatchSessionStats struct {
+	Created int64 // sessions the server created
+	Resumed int64 // reconnects that kept their session
+}
+
 func (ws *watchSession) run() {
 	defer close(ws.done)
-	bo := backoff.NewExponentialBackOff()
+	bo := backoff.NewExponentialBackOff() // jittered: RandomizationFactor 0.5
 	bo.InitialInterval, bo.MaxInterval = watchRetryMin, watchRetryMax
-	// retry is nil when the next attempt goes at once (the first one, and
-	// the one after a lost session): a timer's hop would be a scheduler
-	// round on the path of every load.
-	var retry <-chan time.Time
-	for attempt := 0; ; attempt++ {
-		if retry != nil {
+	var sid int64 // the session to resume; 0: none
+	var passwd []byte
+	server := 0 // into the Client's shuffled servers
+	for {
+		ws.mu.Lock()
+		idle := len(ws.subs) == 0
+		ws.mu.Unlock()
+		if idle {
 			select {
 			case <-ws.ctx.Done():
 				return
-			case <-retry:
+			case <-ws.kick:
+				continue
 			}
-		} else if ws.ctx.Err() != nil {
-			return
 		}
-		retry = nil
-		conn, lists, err := ws.open(attempt)
-		if errors.Is(err, errAddWatchRefused) {
+		servers := ws.c.hp.list()
+		addr := servers[server%len(servers)]
+		conn, lists, roots, err := ws.open(addr, sid, passwd)
+		switch {
+		case ws.ctx.Err() != nil:
+			if conn != nil {
+				conn.Close()
+			}
+			return
+		case errors.Is(err, errAddWatchRefused):
 			ws.logger.Info("persistent watches refused; using a watch per node", "err", err)
 			ws.mu.Lock()
 			ws.refused = err
 			ws.each(func(_ string, f *recFeed) { f.refuse(err) })
 			ws.mu.Unlock()
 			return
-		}
-		if err != nil {
-			if ws.ctx.Err() != nil {
+		case errors.Is(err, zkwire.ErrSessionExpired):
+			sid, passwd = 0, nil // a new one, at once
+			continue
+		case err != nil:
+			ws.logger.Debug("watch session failed; trying the next server", "server", addr, "err", err)
+			server++
+			t := time.NewTimer(bo.NextBackOff())
+			select {
+			case <-ws.ctx.Done():
+				t.Stop()
 				return
+			case <-t.C:
 			}
-			ws.logger.Debug("watch session failed; retrying", "err", err)
-			retry = time.After(bo.NextBackOff())
 			continue
 		}
 		bo.Reset()
+		if conn.SessionID() == sid {
+			ws.resumed.Add(1)
+		} else {
+			ws.created.Add(1)
+		}
+		sid, passwd = conn.SessionID(), conn.Passwd()
 		ws.mu.Lock()
 		ws.gen++
-		ws.conn = conn
+		ws.conn, ws.roots = conn, roots
 		gen := ws.gen
-		ws.each(func(_ string, f *recFeed) { f.up(conn, gen, lists[f]) })
+		ws.each(func(dir string, f *recFeed) {
+			if list, ok := lists[f]; ok {
+				f.up(conn, gen, list)
+			} else {
+				ws.fresh[f] = dir // subscribed during open
+			}
+		})
 		ws.mu.Unlock()
-		select {
-		case <-conn.Done():
-			ws.logger.Debug("watch session lost", "err", conn.Err())
-		case <-ws.ctx.Done():
+		keep := ws.serve(conn)
+		if keep {
+			conn.Drop() // lost: the next connection resumes the session
+			server++    // and goes to the next server
+		} else {
+			conn.Close() // idle or closing: the server drops it now
+			sid, passwd = 0, nil
 		}
-		conn.Close() // no notification is routed after it returns
+		// After the Conn ended, so that no notification of it is routed.
 		ws.mu.Lock()
-		ws.conn = nil
+		ws.conn, ws.roots = nil, nil
+		clear(ws.fresh)
 		ws.each(func(_ string, f *recFeed) { f.down() })
 		ws.mu.Unlock()
+		if keep {
+			ws.logger.Debug("watch session lost; resuming it", "session", sid, "err", conn.Err())
+		}
 	}
 }
 
-// open takes the Client's watch session opened ahead, or dials a server
-// (the Client's own first, then the others in turn), and adds the watch.
-// Right behind addWatch it sends each feed's children listing, which the
-// server answers after the watch is in place: the feeds' first re-read
-// then waits for no round trip of its own.
-func (ws *watchSession) open(attempt int) (*zkwire.Conn, map[*recFeed]*zkwire.Call, error) {
-	ctx, cancel := context.WithTimeout(ws.ctx, ws.c.SessionTimeout())
-	defer cancel()
-	conn := ws.c.ahead.take(ctx, ws.route)
-	if conn == nil {
-		addr := ws.c.firstServer
-		if zc := ws.c.zkIfAny(); zc != nil && zc.Server() != "" {
-			addr = zc.Server()
+// serve keeps conn's watches in line with the feeds until conn is lost
+// (true: resume it) or the last feed left or the session closes (false).
+func (ws *watchSession) serve(conn *zkwire.Conn) (lost bool) {
+	for {
+		if err := ws.reconcile(conn); err != nil {
+			if conn.Err() == nil {
+				ws.logger.Warn("adding a watch failed; reconnecting", "err", err)
+			}
+			return true
 		}
-		if attempt > 0 || addr == "" {
-			addr = ws.c.servers[attempt%len(ws.c.servers)]
+		ws.mu.Lock()
+		idle := len(ws.subs) == 0
+		ws.mu.Unlock()
+		if idle {
+			return false
 		}
-		var err error
-		if conn, err = ws.c.dialWatch(ctx, addr, ws.route); err != nil {
-			return nil, nil, err
+		select {
+		case <-conn.Done():
+			return true
+		case <-ws.ctx.Done():
+			return false
+		case <-ws.kick:
 		}
 	}
-	// Sent outside ws.mu: a write may block on a stalled server, while the
-	// read goroutine needs ws.mu to route. A feed that subscribes meanwhile
-	// gets no listing and lists anew.
+}
+
+// reconcile adds the watches that feeds need and conn lacks, removes those
+// no feed needs any more, and hands the feeds that joined meanwhile the
+// session with a listing sent right behind their watch. It waits for the
+// added watches' replies.
+func (ws *watchSession) reconcile(conn *zkwire.Conn) error {
+	type joiner struct {
+		dir string
+		f   *recFeed
+	}
+	ws.mu.Lock()
+	want := ws.wantedLocked()
+	var add, remove []string
+	for d := range want {
+		if !ws.roots[d] {
+			add = append(add, d)
+		}
+	}
+	for d := range ws.roots {
+		if !want[d] {
+			remove = append(remove, d)
+		}
+	}
+	var joiners []joiner
+	for f, dir := range ws.fresh {
+		joiners = append(joiners, joiner{dir, f})
+	}
+	clear(ws.fresh)
+	ws.mu.Unlock()
+	if len(add)+len(remove)+len(joiners) == 0 {
+		return nil
+	}
+	// Sent outside ws.mu: a write may block on a stalled server, while
+	// the read goroutine needs ws.mu to route.
+	reqs := make([]zkwire.Req, 0, len(add)+len(remove)+len(joiners))
+	for _, d := range add {
+		reqs = append(reqs, zkwire.Req{Op: zkwire.OpAddWatch, Body: zkwire.AddWatchBody(d, zkwire.ModePersistentRecursive)})
+	}
+	for _, d := range remove {
+		reqs = append(reqs, zkwire.Req{Op: zkwire.OpRemoveWatches, Body: zkwire.RemoveWatchesBody(d, zkwire.WatcherAny)})
+	}
+	for _, j := range joiners {
+		reqs = append(reqs, zkwire.Req{Op: zkwire.OpGetChildren, Body: zkwire.GetChildrenBody(j.dir)})
+	}
+	calls := conn.SendAll(reqs...)
+	ws.mu.Lock()
+	for _, d := range add {
+		ws.roots[d] = true
+	}
+	for _, d := range remove {
+		delete(ws.roots, d)
+	}
+	for i, j := range joiners {
+		if _, ok := ws.subs[j.dir][j.f]; ok {
+			j.f.up(conn, ws.gen, calls[len(add)+len(remove)+i])
+		}
+	}
+	ws.mu.Unlock()
+	for i, d := range add {
+		if _, err := calls[i].Wait(ws.ctx); err != nil {
+			return fmt.Errorf("sd: add a recursive watch on %s: %w", d, err)
+		}
+	}
+	for i, d := range remove {
+		// A watch left behind costs notifications nobody reads, not
+		// correctness: the next session goes without it.
+		if _, err := calls[len(add)+i].Wait(ws.ctx); err != nil {
+			ws.logger.Debug("removing a watch failed", "path", d, "err", err)
+		}
+	}
+	return nil
+}
+
+// open dials addr, resuming session sid when it is not 0, and adds a
+// recursive watch per wanted directory. Right behind the watches it sends
+// each feed's children listing, which the server answers after the watches
+// are in place: the feeds' re-read then waits for no round trip of its
+// own.
+func (ws *watchSession) open(addr string, sid int64, passwd []byte) (*zkwire.Conn, map[*recFeed]*zkwire.Call, map[string]bool, error) {
+	ctx, cancel := context.WithTimeout(ws.ctx, ws.c.SessionTimeout())
+	defer cancel()
+	conn, err := ws.c.dialWatch(ctx, addr, sid, passwd, ws.route)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	type sub struct {
 		dir string
 		f   *recFeed
 	}
 	var subs []sub
 	ws.mu.Lock()
+	roots := ws.wantedLocked()
 	ws.each(func(dir string, f *recFeed) { subs = append(subs, sub{dir, f}) })
 	ws.mu.Unlock()
-	reqs := []zkwire.Req{{Op: zkwire.OpAddWatch, Body: zkwire.AddWatchBody(ws.root, zkwire.ModePersistentRecursive)}}
+	reqs := make([]zkwire.Req, 0, len(roots)+len(subs))
+	for _, d := range slices.Sorted(maps.Keys(roots)) {
+		reqs = append(reqs, zkwire.Req{Op: zkwire.OpAddWatch, Body: zkwire.AddWatchBody(d, zkwire.ModePersistentRecursive)})
+	}
 	for _, x := range subs {
 		reqs = append(reqs, zkwire.Req{Op: zkwire.OpGetChildren, Body: zkwire.GetChildrenBody(x.dir)})
 	}
 	calls := conn.SendAll(reqs...)
-	added := calls[0]
 	lists := make(map[*recFeed]*zkwire.Call, len(subs))
 	for i, x := range subs {
-		lists[x.f] = calls[1+i]
+		lists[x.f] = calls[len(roots)+i]
 	}
-	_, err := added.Wait(ctx)
-	if code := zkwire.Code(err); code != 0 && code != zkwire.CodeNoAuth {
-		err = errors.Join(errAddWatchRefused, err)
+	for i := range len(roots) {
+		_, err := calls[i].Wait(ctx)
+		if code := zkwire.Code(err); code != 0 && code != zkwire.CodeNoAuth {
+			err = errors.Join(errAddWatchRefused, err)
+		}
+		if err != nil {
+			conn.Close()
+			return nil, nil, nil, err
+		}
 	}
-	if err != nil {
-		conn.Close()
-		return nil, nil, err
-	}
-	return conn, lists, nil
+	return conn, lists, roots, nil
+}
+
+// stats counts the sessions made so far.
+func (ws *watchSession) stats() WatchSessionStats {
+	return WatchSessionStats{Created: ws.created.Load(), Resumed: ws.resumed.Load()}
 }
 
 // recFeed is what a watchSession owes one subscriber: the current session,
@@ -388,4 +575,17 @@ func (f *recFeed) settle(gen uint64, names []string, seqs []uint64) (keep []bool
 		}
 	}
 	return keep, true
+}
+
+// dialWatch opens a read-only session to addr for persistent watches,
+// authenticated as the Client is, resuming session sid when it is not 0.
+func (c *Client) dialWatch(ctx context.Context, addr string, sid int64, passwd []byte, onEvent func(uint64, zkwire.WatcherEvent)) (*zkwire.Conn, error) {
+	var auth []zkwire.Auth
+	if c.opts.user != "" {
+		auth = []zkwire.Auth{{Scheme: "digest", Data: []byte(c.opts.user + ":" + c.opts.password)}}
+	}
+	return zkwire.Dial(ctx, zkwire.Config{
+		Addr: addr, Dial: c.opts.dialer, SessionTimeout: c.opts.sessionTimeout, Auth: auth,
+		Session: sid, Passwd: passwd, OnEvent: onEvent,
+	})
 }

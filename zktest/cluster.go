@@ -20,6 +20,10 @@ const (
 	// DefaultContainerCheck is how often the server removes empty container
 	// nodes (ZooKeeper's own default is one minute).
 	DefaultContainerCheck = time.Second
+	// DefaultMaxClientConnections is ZooKeeper's stock maxClientCnxns: the
+	// connections one client host (all of loopback here) may hold to one
+	// server. Tests run with it, so that they see what users see.
+	DefaultMaxClientConnections = 60
 )
 
 // Option configures a Cluster.
@@ -31,6 +35,7 @@ type options struct {
 	containerCheck time.Duration
 	startTimeout   time.Duration
 	jvmArgs        []string
+	maxCnxns       int
 }
 
 type optionFunc func(*options) error
@@ -67,6 +72,19 @@ func ContainerCheck(d time.Duration) Option {
 			return fmt.Errorf("zktest: invalid container check interval %v (minimum 100ms)", d)
 		}
 		o.containerCheck = d
+		return nil
+	})
+}
+
+// MaxClientConnections sets maxClientCnxns (0: no limit), for a fleet
+// simulation whose processes all connect from loopback; the default is
+// ZooKeeper's stock 60.
+func MaxClientConnections(n int) Option {
+	return optionFunc(func(o *options) error {
+		if n < 0 {
+			return fmt.Errorf("zktest: invalid max client connections %d (0 for no limit, or more)", n)
+		}
+		o.maxCnxns = n
 		return nil
 	})
 }
@@ -128,7 +146,7 @@ func New(tb testing.TB, opts ...Option) *Cluster {
 // member serves. The caller must Close it.
 func Start(dir string, opts ...Option) (*Cluster, error) {
 	o := options{size: 1, tickTime: DefaultTickTime, containerCheck: DefaultContainerCheck,
-		startTimeout: DefaultStartTimeout, jvmArgs: DefaultJVMArgs}
+		startTimeout: DefaultStartTimeout, jvmArgs: DefaultJVMArgs, maxCnxns: DefaultMaxClientConnections}
 	for _, opt := range opts {
 		if err := opt.apply(&o); err != nil {
 			return nil, err
@@ -192,7 +210,8 @@ func (c *Cluster) writeConfig(s *Server) error {
 	fmt.Fprintf(&b, "tickTime=%d\ninitLimit=20\nsyncLimit=10\n", tick)
 	fmt.Fprintf(&b, "dataDir=%s\nclientPort=%d\nclientPortAddress=127.0.0.1\n", filepath.Join(s.dir, "data"), s.ClientPort)
 	fmt.Fprintf(&b, "minSessionTimeout=%d\nmaxSessionTimeout=%d\n", 2*tick, 300*tick)
-	b.WriteString("maxClientCnxns=0\nadmin.enableServer=false\n4lw.commands.whitelist=*\n")
+	fmt.Fprintf(&b, "maxClientCnxns=%d\n", c.opts.maxCnxns)
+	b.WriteString("admin.enableServer=false\n4lw.commands.whitelist=*\n")
 	if len(c.Servers) > 1 {
 		b.WriteString("standaloneEnabled=false\nreconfigEnabled=false\n")
 		for _, m := range c.Servers {

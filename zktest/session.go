@@ -2,6 +2,7 @@ package zktest
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -57,7 +58,10 @@ func (r *SessionRecorder) record(addr string, id int64, passwd []byte) {
 }
 
 // Expire ends session id on the server at addr: it attaches to the session
-// and closes it. The owning client sees zk.StateExpired at its next contact.
+// and closes it, again until the server no longer knows it (a client that
+// resumes its session at once takes it back in between, and the server
+// then drops our connection). The owning
+// client sees zk.StateExpired at its next contact.
 func (r *SessionRecorder) Expire(addr string, id int64) error {
 	r.mu.Lock()
 	passwd, ok := r.passwd[id]
@@ -65,30 +69,49 @@ func (r *SessionRecorder) Expire(addr string, id int64) error {
 	if !ok {
 		return fmt.Errorf("zktest: no handshake recorded for session 0x%x", id)
 	}
+	for try := range 20 {
+		gone, err := attachAndClose(addr, id, passwd)
+		switch {
+		case errors.Is(err, io.EOF):
+			// The client resumed its session meanwhile, and the server
+			// closed our connection for it: again.
+		case err != nil:
+			return fmt.Errorf("zktest: expire session (try %d): %w", try, err)
+		case gone && try == 0:
+			return fmt.Errorf("zktest: session 0x%x is already gone", id)
+		case gone:
+			return nil
+		}
+	}
+	return fmt.Errorf("zktest: session 0x%x outlived 20 closes: its client keeps resuming it", id)
+}
+
+// attachAndClose attaches to session id and closes it; gone tells that
+// the server did not know the session any more.
+func attachAndClose(addr string, id int64, passwd []byte) (gone bool, err error) {
 	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
 	if err != nil {
-		return fmt.Errorf("zktest: expire session: %w", err)
+		return false, err
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
-
 	if err := zkwire.WriteFrame(conn, zkwire.ConnectRequest(30*time.Second, id, passwd)); err != nil {
-		return fmt.Errorf("zktest: expire session: %w", err)
+		return false, err
 	}
 	resp, err := zkwire.ReadFrame(conn)
 	if err != nil {
-		return fmt.Errorf("zktest: expire session: %w", err)
+		return false, err
 	}
 	if zkwire.SessionOf(resp) != id {
-		return fmt.Errorf("zktest: session 0x%x is already gone", id)
+		return true, nil
 	}
 	if err := zkwire.WriteFrame(conn, zkwire.CloseSession(1)); err != nil {
-		return fmt.Errorf("zktest: expire session: %w", err)
+		return false, err
 	}
 	if _, err := zkwire.ReadFrame(conn); err != nil && err != io.EOF {
-		return fmt.Errorf("zktest: expire session: %w", err)
+		return false, err
 	}
-	return nil
+	return false, nil
 }
 
 // sniffConn parses the first frame the server sends, the ConnectResponse.

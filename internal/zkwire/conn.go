@@ -21,8 +21,10 @@ import (
 // Paths are the server's: a chroot is the caller's to prepend.
 type Conn struct {
 	nc      net.Conn
+	addr    string
 	timeout time.Duration // negotiated
 	session int64
+	passwd  []byte
 	onEvent func(seq uint64, ev WatcherEvent)
 
 	wmu sync.Mutex // one frame at a time
@@ -57,6 +59,11 @@ type Config struct {
 	Dial           func(network, address string, timeout time.Duration) (net.Conn, error) // nil: net.DialTimeout
 	SessionTimeout time.Duration
 	Auth           []Auth
+	// Session and Passwd resume a session (a Conn's SessionID and Passwd)
+	// instead of creating one: a logged transaction on the ensemble, and
+	// the server keeps the old one until it expires. 0 creates one.
+	Session int64
+	Passwd  []byte
 	// OnEvent receives each notification with its place in the stream:
 	// seq counts every frame read, so a Reply with a larger Seq was sent by
 	// the server after the notification. It is called from the Conn's read
@@ -67,8 +74,13 @@ type Config struct {
 // ErrClosed is a call on a Conn that failed or was closed.
 var ErrClosed = errors.New("zkwire: connection closed")
 
-// Dial connects, makes a new session and authenticates, all within ctx
-// and the session timeout, and starts the Conn's read and ping goroutines.
+// ErrSessionExpired is Dial's error when the server no longer holds the
+// session asked to resume (Config.Session): dial again without it.
+var ErrSessionExpired = errors.New("zkwire: the session to resume has expired")
+
+// Dial connects, makes a new session (or resumes Config.Session) and
+// authenticates, all within ctx and the session timeout, and starts the
+// Conn's read and ping goroutines.
 func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 	timeout := cfg.SessionTimeout
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
@@ -100,7 +112,7 @@ func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 		}
 		return nil, err
 	}
-	if err := WriteFrame(nc, ConnectRequest(cfg.SessionTimeout, 0, nil)); err != nil {
+	if err := WriteFrame(nc, ConnectRequest(cfg.SessionTimeout, cfg.Session, cfg.Passwd)); err != nil {
 		return fail(err)
 	}
 	b, err := ReadFrame(br)
@@ -112,6 +124,9 @@ func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 		return fail(err)
 	}
 	if cr.SessionID == 0 || cr.Timeout <= 0 {
+		if cfg.Session != 0 {
+			return fail(ErrSessionExpired)
+		}
 		return fail(errors.New("zkwire: the server refused a session"))
 	}
 	for _, a := range cfg.Auth {
@@ -135,7 +150,7 @@ func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 	}
 	_ = nc.SetDeadline(time.Time{})
 	c := &Conn{
-		nc: nc, timeout: cr.Timeout, session: cr.SessionID, onEvent: cfg.OnEvent,
+		nc: nc, addr: cfg.Addr, timeout: cr.Timeout, session: cr.SessionID, passwd: cr.Passwd, onEvent: cfg.OnEvent,
 		pending: map[int32]chan Reply{}, done: make(chan struct{}),
 	}
 	c.wg.Add(2)
@@ -146,6 +161,20 @@ func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 
 // SessionID is the Conn's session.
 func (c *Conn) SessionID() int64 { return c.session }
+
+// Addr is the server the Conn is connected to.
+func (c *Conn) Addr() string { return c.addr }
+
+// Passwd is the session's password, to resume it (Config.Passwd).
+func (c *Conn) Passwd() []byte { return c.passwd }
+
+// Drop closes the connection without ending the session, which a Dial
+// with its SessionID and Passwd may resume until it expires, and waits
+// for the Conn's goroutines. Close after Drop does nothing more.
+func (c *Conn) Drop() {
+	c.once.Do(func() { c.fail(ErrClosed) })
+	c.wg.Wait()
+}
 
 // Done is closed once the Conn is spent.
 func (c *Conn) Done() <-chan struct{} { return c.done }
@@ -343,15 +372,16 @@ func (c *Conn) ping() {
 }
 
 // Close ends the session (so the server drops its watches now, not at
-// the timeout), closes the connection and waits for the Conn's
-// goroutines. It is idempotent.
+// the timeout) and waits for the server to confirm it, closes the
+// connection and waits for the Conn's goroutines. It is idempotent.
 func (c *Conn) Close() {
 	c.once.Do(func() {
 		if c.Err() == nil {
-			c.wmu.Lock()
-			_ = c.nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
-			_ = WriteFrame(c.nc, CloseSession(0))
-			c.wmu.Unlock()
+			// Waits for the server's answer (at most a second), so that
+			// the session is gone from the server when Close returns.
+			ctx, cancel := context.WithTimeout(context.Background(), min(c.timeout, time.Second))
+			_, _ = c.Send(OpClose, nil).Wait(ctx)
+			cancel()
 		}
 		c.fail(ErrClosed)
 	})

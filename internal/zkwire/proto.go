@@ -18,18 +18,24 @@ const (
 	OpSetAuth     = 100
 	// OpAddWatch (ZooKeeper 3.6+) sets a persistent watch; go-zookeeper
 	// v1.0.4 has no request for it and no way to send a custom one.
-	OpAddWatch   = 106
-	OpClose      = -11
-	XidWatch     = -1 // a notification
-	XidPing      = -2
-	XidAuth      = -4
-	StatBytes    = 68
-	headerBytes  = 16 // ReplyHeader: xid, zxid, err
-	multiHdrSize = 9  // MultiHeader: type, done, err
+	OpAddWatch = 106
+	// OpRemoveWatches (3.5+) removes a path's watches of the session,
+	// persistent ones included with WatcherAny.
+	OpRemoveWatches = 18
+	OpClose         = -11
+	XidWatch        = -1 // a notification
+	XidPing         = -2
+	XidAuth         = -4
+	StatBytes       = 68
+	headerBytes     = 16 // ReplyHeader: xid, zxid, err
+	multiHdrSize    = 9  // MultiHeader: type, done, err
 
 	// AddWatch modes.
 	ModePersistent          = 0
 	ModePersistentRecursive = 1
+
+	// WatcherAny is RemoveWatches' type for every watch on the path.
+	WatcherAny = 3
 )
 
 // Notification types (WatcherEvent.Type), as go-zookeeper numbers them.
@@ -193,6 +199,11 @@ func appendString(b []byte, s string) []byte {
 // AddWatchBody is AddWatchRequest{path, mode}.
 func AddWatchBody(path string, mode int32) []byte {
 	return binary.BigEndian.AppendUint32(appendString(nil, path), uint32(mode))
+}
+
+// RemoveWatchesBody is RemoveWatchesRequest{path, type}.
+func RemoveWatchesBody(path string, typ int32) []byte {
+	return binary.BigEndian.AppendUint32(appendString(nil, path), uint32(typ))
 }
 
 // GetDataBody is GetDataRequest{path, watch=false}.
