@@ -1,0 +1,188 @@
+package history
+
+import (
+	"time"
+)
+
+// Key identifies one registration: a node's path and creation zxid.
+type Key struct {
+	Path  string `json:"path"`
+	Czxid int64  `json:"czxid"`
+}
+
+// Kind is what a Change did to a registration.
+type Kind string
+
+// The kinds of change.
+const (
+	Created Kind = "created"
+	Changed Kind = "changed" // its data: the status may have changed
+	Deleted Kind = "deleted"
+)
+
+// Change is one change of an instance node, as the truth recorder saw it.
+type Change struct {
+	At      time.Time `json:"at"`
+	Kind    Kind      `json:"kind"`
+	Key     Key       `json:"key"`
+	Zxid    int64     `json:"zxid,omitempty"` // czxid (created), mzxid (changed); 0 for deleted (a watcher is not told)
+	Service string    `json:"service"`
+	ID      string    `json:"id"`
+	Addr    string    `json:"addr"` // host:port the node names
+	Up      bool      `json:"up"`   // status UP after the change; false when deleted
+	Owner   int64     `json:"owner,omitempty"`
+}
+
+// Gap is a time the truth recorder could not read ZooKeeper: a change
+// made and undone inside it may be missing from the truth.
+type Gap struct {
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+}
+
+// Member is one instance in a consumer's published set.
+type Member struct {
+	ID    string `json:"id,omitempty"`
+	Addr  string `json:"addr"`
+	Czxid int64  `json:"czxid,omitempty"` // 0 when the consumer does not say
+}
+
+// Publish is one set a consumer published for a service: the complete set.
+type Publish struct {
+	At       time.Time `json:"at"`
+	Consumer string    `json:"consumer"`
+	Service  string    `json:"service"`
+	Members  []Member  `json:"members"`
+	Err      string    `json:"err,omitempty"` // the set is the last good one, kept while ZooKeeper is unreachable
+}
+
+// Heal is a time every fault of the schedule had ended: each consumer must
+// converge on ZooKeeper's set within Bounds.Converge of it.
+type Heal struct {
+	At   time.Time `json:"at"`
+	What string    `json:"what"` // the faults it ends
+}
+
+// Run is one life of a registered instance: a provider process from its
+// start until it stopped, or a registration the driver made itself.
+// Stopping is when its end began (SIGTERM, SIGKILL, a deregistration):
+// from then on its node may go for good. Both zero: alive at the end.
+type Run struct {
+	Service  string    `json:"service"`
+	ID       string    `json:"id"`
+	Path     string    `json:"path"`
+	Start    time.Time `json:"start"`
+	Stopping time.Time `json:"stopping,omitzero"`
+	How      string    `json:"how,omitempty"` // how it ended: sigterm, kill, deregister
+}
+
+// Blind is a fault that kept Target (a provider's or consumer's name, or
+// "*" for everyone) from ZooKeeper from From to To.
+type Blind struct {
+	Target string    `json:"target"`
+	From   time.Time `json:"from"`
+	To     time.Time `json:"to"`
+	What   string    `json:"what"`
+}
+
+// Request is one request of the load.
+type Request struct {
+	At      time.Time `json:"at"`
+	Done    time.Time `json:"done"`
+	Gateway string    `json:"gateway"`
+	Post    bool      `json:"post,omitempty"`
+	Key     string    `json:"key,omitempty"` // a POST's Idempotency-Key
+	Failed  bool      `json:"failed,omitempty"`
+	Reason  string    `json:"reason,omitempty"`
+	NoRetry bool      `json:"no_retry,omitempty"` // through a gateway that retries nothing (grpc-go)
+}
+
+// Crash is a provider killed with SIGKILL at KillAt, dead at DeadAt,
+// listening on Addr: what was in flight on it may fail.
+type Crash struct {
+	Addr   string    `json:"addr"`
+	KillAt time.Time `json:"kill_at"`
+	DeadAt time.Time `json:"dead_at"`
+}
+
+// History is everything one schedule recorded.
+type History struct {
+	Seed           int64          `json:"seed"`
+	Start          time.Time      `json:"start"`
+	End            time.Time      `json:"end"`
+	SessionTimeout time.Duration  `json:"session_timeout"`
+	Truth          []Change       `json:"truth"`
+	Gaps           []Gap          `json:"gaps,omitempty"`
+	Publishes      []Publish      `json:"publishes"`
+	Heals          []Heal         `json:"heals"`
+	Runs           []Run          `json:"runs"`
+	Blinds         []Blind        `json:"blinds,omitempty"`
+	Requests       []Request      `json:"requests,omitempty"`
+	Crashes        []Crash        `json:"crashes,omitempty"`
+	Executions     map[string]int `json:"executions,omitempty"` // order key -> times a provider executed it
+}
+
+// Bounds are the limits the validators hold the history to.
+type Bounds struct {
+	// Converge: a consumer shows ZooKeeper's set within it of a heal; a
+	// published instance was UP in ZooKeeper within it before.
+	Converge time.Duration
+	// Reregister: a live provider whose session expired is registered
+	// again within its session timeout plus this.
+	Reregister time.Duration
+	// Skew: how far apart two recorders may see one change.
+	Skew time.Duration
+}
+
+// DefaultBounds are the bounds `make chaos CHAOS_SEEDS=n` states.
+var DefaultBounds = Bounds{Converge: 10 * time.Second, Reregister: 10 * time.Second, Skew: time.Second}
+
+// Violation is one thing the history shows broken.
+type Violation struct {
+	Check    string    `json:"check"` // convergence, resurrection, phantom, going-back, re-registration, requests
+	At       time.Time `json:"at"`
+	Consumer string    `json:"consumer,omitempty"`
+	Service  string    `json:"service,omitempty"`
+	What     string    `json:"what"`
+}
+
+// The checks' names, as Violation.Check says them.
+const (
+	CheckConvergence    = "convergence"
+	CheckResurrection   = "resurrection"
+	CheckPhantom        = "phantom"
+	CheckGoingBack      = "going-back"
+	CheckReregistration = "re-registration"
+	CheckRequests       = "requests"
+)
+
+// Report is what the validators found.
+type Report struct {
+	Checks     int         `json:"checks"`     // assertions made
+	Unverified int         `json:"unverified"` // assertions a truth gap kept from being made
+	Violations []Violation `json:"violations"`
+	Requests   int         `json:"requests"`
+	Failed     int         `json:"failed"` // outside the crashes
+	Duplicated int         `json:"duplicated"`
+}
+
+func (r *Report) add(o Report) {
+	r.Checks += o.Checks
+	r.Unverified += o.Unverified
+	r.Violations = append(r.Violations, o.Violations...)
+	r.Requests += o.Requests
+	r.Failed += o.Failed
+	r.Duplicated += o.Duplicated
+}
+
+// Check runs every validator over h.
+func Check(h *History, b Bounds) Report {
+	t := NewTruth(h)
+	var r Report
+	r.add(Convergence(h, t, b))
+	r.add(PhantomsAndResurrections(h, t, b))
+	r.add(GoingBack(h, t, b))
+	r.add(Reregistration(h, t, b))
+	r.add(Requests(h))
+	return r
+}

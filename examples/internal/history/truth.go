@@ -1,0 +1,200 @@
+package history
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Truth is the registry's truth rebuilt from a history's changes: every
+// registration's life, and each service's set of UP instances after each
+// change.
+type Truth struct {
+	regs    map[Key]*Registration
+	byCzxid map[int64]*Registration
+	byAddr  map[string]map[string][]*Registration // service -> addr
+	states  map[string][]State                    // service -> sets in order
+	gaps    []Gap
+}
+
+// Registration is one node's life.
+type Registration struct {
+	Key     Key
+	Service string
+	ID      string
+	Addr    string
+	Created time.Time
+	Deleted time.Time // zero: there at the end
+	ups     []span    // when its status was UP
+}
+
+type span struct{ from, to time.Time } // to zero: open
+
+// State is a service's set of UP addresses from At on.
+type State struct {
+	At    time.Time
+	Addrs []string // sorted
+}
+
+// NewTruth rebuilds the truth from h.Truth.
+func NewTruth(h *History) *Truth {
+	t := &Truth{regs: map[Key]*Registration{}, byCzxid: map[int64]*Registration{},
+		byAddr: map[string]map[string][]*Registration{}, states: map[string][]State{}, gaps: h.Gaps}
+	changes := slices.Clone(h.Truth)
+	slices.SortStableFunc(changes, func(a, b Change) int { return a.At.Compare(b.At) })
+	up := map[string]map[string]int{} // service -> addr -> UP registrations
+	for _, c := range changes {
+		r := t.regs[c.Key]
+		if r == nil {
+			if c.Kind == Deleted {
+				continue // never seen alive: nothing to end
+			}
+			r = &Registration{Key: c.Key, Service: c.Service, ID: c.ID, Addr: c.Addr, Created: c.At}
+			t.regs[c.Key] = r
+			t.byCzxid[c.Key.Czxid] = r
+			if t.byAddr[c.Service] == nil {
+				t.byAddr[c.Service] = map[string][]*Registration{}
+			}
+			t.byAddr[c.Service][c.Addr] = append(t.byAddr[c.Service][c.Addr], r)
+		}
+		wasUp := r.isUp()
+		nowUp := c.Kind != Deleted && c.Up
+		switch {
+		case !wasUp && nowUp:
+			r.ups = append(r.ups, span{from: c.At})
+		case wasUp && !nowUp:
+			r.ups[len(r.ups)-1].to = c.At
+		}
+		if c.Kind == Deleted {
+			r.Deleted = c.At
+		}
+		if wasUp != nowUp {
+			if up[r.Service] == nil {
+				up[r.Service] = map[string]int{}
+			}
+			if nowUp {
+				up[r.Service][r.Addr]++
+			} else if up[r.Service][r.Addr]--; up[r.Service][r.Addr] <= 0 {
+				delete(up[r.Service], r.Addr)
+			}
+			t.states[r.Service] = append(t.states[r.Service], State{At: c.At, Addrs: sortedKeys(up[r.Service])})
+		}
+	}
+	return t
+}
+
+func (r *Registration) isUp() bool { return len(r.ups) > 0 && r.ups[len(r.ups)-1].to.IsZero() }
+
+// UpWithin tells whether r was UP at some time in [from, to].
+func (r *Registration) UpWithin(from, to time.Time) bool {
+	for _, s := range r.ups {
+		if !s.from.After(to) && (s.to.IsZero() || !s.to.Before(from)) {
+			return true
+		}
+	}
+	return false
+}
+
+// lastUp is when r was last UP (its last span's end; zero when open or
+// never).
+func (r *Registration) lastUp() time.Time {
+	if len(r.ups) == 0 {
+		return time.Time{}
+	}
+	return r.ups[len(r.ups)-1].to
+}
+
+func sortedKeys(m map[string]int) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// States are service's UP sets in order.
+func (t *Truth) States(service string) []State { return t.states[service] }
+
+// UpAt is service's set of UP addresses at at.
+func (t *Truth) UpAt(service string, at time.Time) []string {
+	ss := t.states[service]
+	i, _ := slices.BinarySearchFunc(ss, at, func(s State, at time.Time) int {
+		if s.At.After(at) {
+			return 1
+		}
+		return -1
+	})
+	if i == 0 {
+		return nil
+	}
+	return ss[i-1].Addrs
+}
+
+// Registrations lists every registration, in order of creation.
+func (t *Truth) Registrations() []*Registration {
+	out := make([]*Registration, 0, len(t.regs))
+	for _, r := range t.regs {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b *Registration) int {
+		return cmp.Or(a.Created.Compare(b.Created), cmp.Compare(a.Key.Czxid, b.Key.Czxid))
+	})
+	return out
+}
+
+// match finds the registrations a published member may be: by czxid when
+// the consumer said it, else by address within the service.
+func (t *Truth) match(service string, m Member) []*Registration {
+	if m.Czxid != 0 {
+		if r := t.byCzxid[m.Czxid]; r != nil {
+			return []*Registration{r}
+		}
+		return nil
+	}
+	return t.byAddr[service][m.Addr]
+}
+
+// blind tells whether a truth gap overlaps [from, to].
+func (t *Truth) blind(from, to time.Time) bool {
+	for _, g := range t.gaps {
+		if !g.From.After(to) && !g.To.Before(from) {
+			return true
+		}
+	}
+	return false
+}
+
+// addrsOf is a published set's addresses, sorted, without repeats.
+func addrsOf(ms []Member) []string {
+	out := make([]string, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, m.Addr)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// diff says what a has that b lacks and the other way round.
+func diff(got, want []string) string {
+	var extra, missing []string
+	for _, a := range got {
+		if !slices.Contains(want, a) {
+			extra = append(extra, a)
+		}
+	}
+	for _, b := range want {
+		if !slices.Contains(got, b) {
+			missing = append(missing, b)
+		}
+	}
+	var parts []string
+	if len(extra) > 0 {
+		parts = append(parts, "extra "+strings.Join(extra, ","))
+	}
+	if len(missing) > 0 {
+		parts = append(parts, "missing "+strings.Join(missing, ","))
+	}
+	return strings.Join(parts, "; ")
+}
