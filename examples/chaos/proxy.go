@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/binary"
 	"io"
 	"net"
 	"strings"
@@ -26,17 +27,21 @@ type zkProxy struct {
 	lns       []net.Listener
 	upstreams []string
 
-	mu    sync.Mutex
-	cut   bool
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
+	mu       sync.Mutex
+	cut      bool
+	hole     bool                  // blackholed: bytes are dropped, nothing is closed
+	holed    map[net.Conn]struct{} // connections open while blackholed: closed at the heal
+	conns    map[net.Conn]struct{}
+	sessions map[int64]bool // every session a handshake through the proxy named
+	wg       sync.WaitGroup
 
 	closeOnce sync.Once
 }
 
 // newZKProxy listens on a loopback port per upstream and forwards to it.
 func newZKProxy(upstreams []string) (*zkProxy, error) {
-	p := &zkProxy{rec: zktest.NewSessionRecorder(), upstreams: upstreams, conns: map[net.Conn]struct{}{}}
+	p := &zkProxy{rec: zktest.NewSessionRecorder(), upstreams: upstreams, conns: map[net.Conn]struct{}{},
+		holed: map[net.Conn]struct{}{}, sessions: map[int64]bool{}}
 	for _, up := range upstreams {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -100,6 +105,13 @@ func (p *zkProxy) untrack(cs ...net.Conn) {
 
 func (p *zkProxy) forward(down net.Conn, upstream string) {
 	defer p.wg.Done()
+	if p.holeIn(down) {
+		// Blackholed: the client's bytes go nowhere until the heal closes
+		// the connection, as a dropped route would look.
+		_, _ = io.Copy(io.Discard, down)
+		p.untrack(down)
+		return
+	}
 	up, err := p.rec.Dial("tcp", upstream, 2*time.Second)
 	if err != nil {
 		// The member is down: the client sees its connection closed and
@@ -112,15 +124,81 @@ func (p *zkProxy) forward(down net.Conn, upstream string) {
 		return
 	}
 	done := make(chan struct{}, 2)
-	pipe := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src)
-		done <- struct{}{}
-	}
-	go pipe(up, down)
-	go pipe(down, up)
+	go func() { p.pipe(up, down, false); done <- struct{}{} }()
+	go func() { p.pipe(down, up, true); done <- struct{}{} }()
 	<-done // either side ended: end both
 	p.untrack(down, up)
 	<-done
+}
+
+// pipe copies src to dst, dropping what arrives while the proxy is
+// blackholed (and marking both ends to be closed at the heal). From the
+// server's side it notes the session of the connect response, the first
+// frame: length, protocol version, timeout, session id.
+func (p *zkProxy) pipe(dst, src net.Conn, fromServer bool) {
+	buf := make([]byte, 32*1024)
+	var head []byte
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if fromServer && len(head) < 20 {
+				head = append(head, buf[:min(n, 20-len(head))]...)
+				if len(head) == 20 {
+					p.noteSession(int64(binary.BigEndian.Uint64(head[12:20])))
+				}
+			}
+			if !p.holeIn(src, dst) {
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// holeIn tells whether the proxy is blackholed, and if so marks cs to be
+// closed at the heal.
+func (p *zkProxy) holeIn(cs ...net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.hole {
+		return false
+	}
+	for _, c := range cs {
+		p.holed[c] = struct{}{}
+	}
+	return true
+}
+
+func (p *zkProxy) noteSession(id int64) {
+	if id == 0 {
+		return
+	}
+	p.mu.Lock()
+	p.sessions[id] = true
+	p.mu.Unlock()
+}
+
+// Sessions lists every session a handshake through the proxy named.
+func (p *zkProxy) Sessions() []int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]int64, 0, len(p.sessions))
+	for id := range p.sessions {
+		out = append(out, id)
+	}
+	return out
+}
+
+// Blackhole drops every byte both ways, closing nothing, until Heal: the
+// client finds out by its own timeouts, as behind a dropped route.
+func (p *zkProxy) Blackhole() {
+	p.mu.Lock()
+	p.hole = true
+	p.mu.Unlock()
 }
 
 // Expire ends session id, one the provider opened through the proxy, on
@@ -143,11 +221,17 @@ func (p *zkProxy) Cut() {
 	}
 }
 
-// Heal lets the provider connect again.
+// Heal lets the client connect again, and closes the connections that
+// were open while blackholed (their streams lost bytes).
 func (p *zkProxy) Heal() {
 	p.mu.Lock()
-	p.cut = false
+	p.cut, p.hole = false, false
+	holed := p.holed
+	p.holed = map[net.Conn]struct{}{}
 	p.mu.Unlock()
+	for c := range holed {
+		c.Close()
+	}
 }
 
 // Close stops listening, closes every connection and waits for the

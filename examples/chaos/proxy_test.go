@@ -120,3 +120,50 @@ func TestProxyExpireWithoutSessionFails(t *testing.T) {
 	}
 	p.Close() // twice is fine
 }
+
+func TestProxyBlackholeDropsBytesAndTheHealClosesWhatWasOpen(t *testing.T) {
+	p, err := newZKProxy([]string{echoServer(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.ConnectString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got, err := roundTrip(c, "hello"); err != nil || got != "hello\n" {
+		t.Fatalf("through the proxy: %q, %v", got, err)
+	}
+	p.Blackhole()
+	if _, err := io.WriteString(c, "lost\n"); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the proxy has dropped the line (and marked c).
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		p.mu.Lock()
+		n := len(p.holed)
+		p.mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the proxy never read the line sent while blackholed")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	p.Heal()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	b, err := io.ReadAll(c)
+	if len(b) != 0 || err != nil {
+		t.Errorf("after the heal the connection read %q, %v; want it closed with nothing (the line dropped)", b, err)
+	}
+	c2, err := net.Dial("tcp", p.ConnectString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if got, err := roundTrip(c2, "healed"); err != nil || got != "healed\n" {
+		t.Errorf("after the heal: %q, %v", got, err)
+	}
+}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 
 	"github.com/gracekit/gracekit/examples/internal/drive"
+	"github.com/gracekit/gracekit/sd"
 )
 
 type silentLogger struct{}
@@ -118,4 +120,26 @@ func changed(ids []string, before, after map[string]int64) []string {
 		}
 	}
 	return out
+}
+
+// drain takes the instance at p out of rotation as gracekit drain does
+// (sd.Drain's marker and OUT_OF_SERVICE, a version-checked write), or
+// puts it back (undrain).
+func (r *zkReader) drain(service, p string, undrain bool) error {
+	data, st, err := r.conn.Get(p)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", p, err)
+	}
+	rewrite := sd.Drain
+	if undrain {
+		rewrite = sd.Undrain
+	}
+	out, err := rewrite(sd.CuratorCodec{}, service, path.Base(p), data)
+	if err != nil {
+		return err
+	}
+	if _, err := r.conn.Set(p, out, st.Version); err != nil {
+		return fmt.Errorf("write %s: %w", p, err)
+	}
+	return nil
 }

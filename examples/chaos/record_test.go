@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gracekit/gracekit/examples/internal/history"
+	"github.com/gracekit/gracekit/sd"
+	"github.com/gracekit/gracekit/zktest"
+)
+
+// waitPublished waits until every one of consumers last published want for
+// service.
+func waitPublished(t *testing.T, log *publishLog, service string, want []string, consumers ...string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		last := map[string][]string{}
+		for _, p := range log.all() {
+			if p.Service == service && p.Err == "" {
+				var got []string
+				for _, m := range p.Members {
+					got = append(got, m.Addr)
+				}
+				slices.Sort(got)
+				last[p.Consumer] = got
+			}
+		}
+		ok := true
+		for _, c := range consumers {
+			if !slices.Equal(last[c], want) {
+				ok = false
+			}
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("within 30s the consumers last published %v, want %v from %v", last, want, consumers)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestRecordedHistoriesPassAndABrokenConsumerFails records a real
+// ZooKeeper's truth and four consumers (sd.Instancer, sd.Catalog,
+// grpcresolver, and one that ignores deletions) while instances register,
+// deregister and are drained: the checker passes the three and flags the
+// broken one.
+func TestRecordedHistoriesPassAndABrokenConsumerFails(t *testing.T) {
+	zk := zktest.New(t)
+	const base, svc = "/record-test", "svc"
+	connect := zk.ConnectString()
+	timeout := 4 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	h := &history.History{Start: time.Now(), SessionTimeout: timeout}
+	truth, err := newTruthRecorder(zk.Addrs(), base, []string{svc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &publishLog{}
+	good := []string{"instancer", "catalog", "resolver"}
+	var recs []recorder
+	for _, c := range []struct {
+		name             string
+		catalog, ignores bool
+	}{{"instancer", false, false}, {"catalog", true, false}, {"broken", false, true}} {
+		r, err := newInstancerRecorder(c.name, connect, base, []string{svc}, timeout, c.catalog, c.ignores, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, r)
+	}
+	rr, err := newResolverRecorder(ctx, "resolver", connect, base, []string{svc}, timeout, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs = append(recs, rr)
+	defer func() {
+		for _, r := range recs {
+			r.Stop()
+		}
+	}()
+
+	c, err := sd.NewClient(connect, sd.SessionTimeout(timeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	regs := map[string]*sd.Registrar{}
+	for i, id := range []string{"a", "b"} {
+		reg, err := sd.NewRegistrar(c, sd.Instance{Name: svc, ID: id, Address: "127.0.0.1", Port: 1001 + i}, sd.BasePath(base))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := reg.RegisterContext(ctx); err != nil {
+			t.Fatal(err)
+		}
+		regs[id] = reg
+		h.Runs = append(h.Runs, history.Run{Service: svc, ID: id, Path: reg.Path(), Start: time.Now()})
+	}
+	waitPublished(t, log, svc, []string{"127.0.0.1:1001", "127.0.0.1:1002"}, append(good, "broken")...)
+	h.Heals = append(h.Heals, history.Heal{At: time.Now(), What: "registered"})
+
+	h.Runs[1].Stopping, h.Runs[1].How = time.Now(), "deregister"
+	if err := regs["b"].DeregisterContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitPublished(t, log, svc, []string{"127.0.0.1:1001"}, good...)
+	// The operator drains a: its Registrar writes OUT_OF_SERVICE.
+	zr, err := dialZK(zk.Addrs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zr.Close()
+	if err := zr.drain(svc, regs["a"].Path(), false); err != nil {
+		t.Fatal(err)
+	}
+	waitPublished(t, log, svc, nil, good...)
+	h.Heals = append(h.Heals, history.Heal{At: time.Now(), What: "deregistered b, drained a"})
+
+	for _, r := range recs {
+		r.Stop()
+	}
+	h.Truth, h.Gaps = truth.Close()
+	h.Publishes = log.all()
+	// Nothing changes once the recorders stopped: the history holds
+	// until the last heal's bound.
+	h.End = time.Now().Add(history.DefaultBounds.Converge)
+
+	rep := history.Check(h, history.DefaultBounds)
+	var buf bytes.Buffer
+	history.WriteReport(&buf, h, rep)
+	byConsumer := map[string]int{}
+	for _, v := range rep.Violations {
+		byConsumer[v.Consumer]++
+	}
+	for _, c := range good {
+		if byConsumer[c] != 0 {
+			t.Errorf("%d violations for %s, a correct consumer:\n%s", byConsumer[c], c, buf.String())
+		}
+	}
+	if byConsumer["broken"] == 0 {
+		t.Errorf("no violation for the consumer that ignores deletions:\n%s", buf.String())
+	}
+	if created := slices.ContainsFunc(h.Truth, func(c history.Change) bool { return c.Kind == history.Deleted && c.ID == "b" }); !created {
+		t.Errorf("the truth does not hold b's deletion: %+v", h.Truth)
+	}
+}
