@@ -66,8 +66,10 @@ demo:
 
 # The fault matrix under load: a 3-member ensemble, 3 providers, 2 gateways;
 # prints CHAOS lines per fault and a RESULT line (README, "make chaos").
+# CHAOS_SEEDS=n runs n seeded random fault schedules instead, each history
+# checked against the registry's truth (ROBUST lines); CHAOS_SEED=s replays one.
 chaos: zookeeper
-	cd examples && $(GO) run ./chaos
+	cd examples && $(GO) run ./chaos $(if $(CHAOS_SEED),-seed $(CHAOS_SEED),$(if $(CHAOS_SEEDS),-seeds $(CHAOS_SEEDS))) $(CHAOS_FLAGS)
 
 clean:
 	rm -f coverage.out

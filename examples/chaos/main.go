@@ -65,6 +65,23 @@
 // temporary directory (binaries, logs, ZooKeeper data) is removed unless
 // the run failed or -keep is given.
 //
+// With -seeds n (make chaos CHAOS_SEEDS=n) or -seed s (CHAOS_SEED=s) it
+// runs the robustness mode instead (robust.go): per seed, a fresh ensemble
+// and both groups (their gateways behind proxies too, sessions of 4 s), a
+// schedule drawn from the seed (schedule.go: rounds of 1 to 3 overlapping
+// faults: consumer connections blackholed or reset shorter and longer than
+// the session timeout, leader kill, member restart, whole-ensemble restart,
+// provider or consumer session expiry, SIGTERM, kill -9, a failed health
+// check, an operator drain, status flips, bursts of registrations), while
+// a truth recorder and in-process consumers (sd.Instancer, sd.Catalog,
+// grpcresolver) record (record.go); examples/internal/history checks the
+// history and the load. It prints a line per seed, then the total:
+//
+//	ROBUST seed=<s> faults=<n> checks=<n> violations=<n>
+//	RESULT mode=robustness seeds=<n> violations=<n> requests=<n> failed=<n> duplicated=<n>
+//
+// A failing seed's directory (history.json, report.txt, logs) is kept.
+//
 // Flags:
 //
 //	-faults leader,ensemble,session,partition,kill,rolling  faults to run, in order
@@ -73,6 +90,9 @@
 //	-latency 50ms     PROVIDER_LATENCY
 //	-bindir DIR       use prebuilt provider and gateway binaries
 //	-keep             keep the temporary directory
+//	-seeds n, -seed s robustness mode: n random seeds, or seed s
+//	-rounds 5         robustness mode: rounds per schedule
+//	-broken           robustness mode: add a consumer that ignores deletions (the run must fail)
 package main
 
 import (
@@ -132,6 +152,13 @@ type config struct {
 	reqTimeout   time.Duration
 	binDir       string
 	keep         bool
+
+	// Robustness mode (robust.go): seeded random fault schedules.
+	seeds  int   // -seeds n: n schedules of random seeds
+	seed   int64 // -seed s: the schedule of seed s
+	seeded bool  // -seed was given
+	rounds int
+	broken bool // add a consumer that ignores deletions: the run must fail
 }
 
 var begin = time.Now()
@@ -152,8 +179,22 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.partition, "partition", 20*time.Second, "how long one provider is cut off from ZooKeeper")
 	fs.StringVar(&c.binDir, "bindir", "", "use the provider and gateway binaries in this directory instead of building them")
 	fs.BoolVar(&c.keep, "keep", false, "keep the temporary directory (binaries, logs, ZooKeeper data) even on success")
+	fs.IntVar(&c.seeds, "seeds", 0, "robustness mode: run this many seeded random fault schedules (make chaos CHAOS_SEEDS=n)")
+	seed := fs.String("seed", "", "robustness mode: replay the schedule of this seed (make chaos CHAOS_SEED=s)")
+	fs.IntVar(&c.rounds, "rounds", 5, "robustness mode: rounds of overlapping faults per schedule")
+	fs.BoolVar(&c.broken, "broken", false, "robustness mode: add a consumer that ignores deletions; its history must fail the checks")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if *seed != "" {
+		v, err := strconv.ParseInt(*seed, 10, 64)
+		if err != nil {
+			return c, fmt.Errorf("invalid -seed %q (an integer)", *seed)
+		}
+		c.seed, c.seeded = v, true
+	}
+	if c.seeds < 0 || c.seeds > 1000 || c.rounds < 1 || c.rounds > 100 {
+		return c, fmt.Errorf("invalid -seeds %d or -rounds %d (allowed 0 to 1000, 1 to 100)", c.seeds, c.rounds)
 	}
 	var err error
 	if c.faults, err = parseFaults(*faults); err != nil {
@@ -222,6 +263,9 @@ func run() (code int) {
 	if _, _, err := zktest.Runtime(); err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err) // says how to install it
 		return 1
+	}
+	if cfg.seeds > 0 || cfg.seeded {
+		return runRobust(cfg)
 	}
 	tmp, err := os.MkdirTemp("", "gracekit-chaos-")
 	if err != nil {
@@ -310,6 +354,7 @@ type driver struct {
 	zkMu    sync.Mutex
 	cluster *zktest.Cluster
 	reader  *zkReader
+	rob     *robustState // robustness mode; nil for the fixed matrix
 
 	bins   map[string]string
 	groups []*group
@@ -382,6 +427,7 @@ type instance struct {
 	runs    int
 	proc    *drive.Proc
 	proxy   *zkProxy // providers only
+	gwProxy *zkProxy // a gateway's, in robustness mode
 }
 
 func (in *instance) url(path string) string {
@@ -404,10 +450,15 @@ func (d *driver) shutdown() {
 		drive.StopAll(procsOf(d.allGateways()), 15*time.Second)
 	}
 	d.sup.KillAll()
-	for _, p := range d.allProviders() {
-		if p.proxy != nil {
-			p.proxy.Close()
+	for _, in := range d.instances() {
+		for _, px := range []*zkProxy{in.proxy, in.gwProxy} {
+			if px != nil {
+				px.Close()
+			}
 		}
+	}
+	if d.rob != nil {
+		d.rob.close()
 	}
 	d.closeZK()
 }
@@ -609,6 +660,15 @@ func (d *driver) newGroup(transport string) (*group, error) {
 			g.names = append(g.names, "gracekit")
 		}
 	}
+	if d.rob != nil { // the faults cut gateways off too
+		for _, gw := range g.gateways {
+			px, err := newZKProxy(d.cluster.Addrs())
+			if err != nil {
+				return nil, err
+			}
+			gw.gwProxy = px
+		}
+	}
 	for i := 1; i <= nProviders; i++ {
 		px, err := newZKProxy(d.cluster.Addrs())
 		if err != nil {
@@ -640,6 +700,8 @@ func (d *driver) startAll(ctx context.Context) error {
 			zkServers := d.cluster.ConnectString()
 			if in.proxy != nil {
 				zkServers = in.proxy.ConnectString()
+			} else if in.gwProxy != nil {
+				zkServers = in.gwProxy.ConnectString()
 			}
 			in.vars = map[string]string{
 				"GRACEKIT_ZK_SERVERS":   zkServers,
@@ -655,6 +717,9 @@ func (d *driver) startAll(ctx context.Context) error {
 			} else {
 				in.vars["GRACEKIT_FLUSH_GATEWAYS"] = g.gateways[0].service
 				in.vars["PROVIDER_LATENCY"] = d.cfg.latency.String()
+			}
+			if d.rob != nil {
+				d.rob.env(d, in)
 			}
 			if err := d.startInstance(in); err != nil {
 				return err
@@ -702,6 +767,9 @@ func (d *driver) startInstance(in *instance) error {
 				g.ledgers = append(g.ledgers, l)
 			}
 		}
+	}
+	if provider && d.rob != nil {
+		d.rob.started(d, in)
 	}
 	logPath := filepath.Join(d.tmp, "logs", fmt.Sprintf("%s.run%d.log", in.id, in.runs))
 	p, err := d.sup.Start(in.id, bin, append([]string{"-mode", "graceful"}, in.args...), drive.ChildEnv(os.Environ(), in.vars), logPath)

@@ -12,7 +12,9 @@
 // starts (header Order-Key, or Idempotency-Key; one key per line), and
 // PROVIDER_METRICS_PORT, a port for GET /metrics (Prometheus), served on a
 // listener of its own so that scrapes are not requests the stop sequence
-// waits for, and until the process exits.
+// waits for, and until the process exits, and PROVIDER_HEALTH_FILE, a path
+// whose existence fails the instance's health check (fxmodule.HealthCheck,
+// tuned by GRACEKIT_HEALTH_*), so that a driver can make it sick.
 //
 // Every answer names the instance id it registered with (GRACEKIT_INSTANCE_ID,
 // or a random UUID when that is unset).
@@ -169,6 +171,11 @@ func run(mode, transport string) error {
 		twin = fxmodule.GoKitRegistration(p)
 	}
 
+	health := fx.Options()
+	if f := os.Getenv("PROVIDER_HEALTH_FILE"); f != "" {
+		health = fx.Provide(func() fxmodule.HealthCheck { return fileHealth(f) })
+	}
+
 	var (
 		p    *provider.Provider
 		sess *sd.Session
@@ -184,6 +191,7 @@ func run(mode, transport string) error {
 		server(transport, svc),
 		fxmodule.Discovery,
 		twin,
+		health,
 		fx.Populate(&p, &sess),
 	)
 	startCtx, cancel := context.WithTimeout(context.Background(), fx.DefaultTimeout)
@@ -230,4 +238,14 @@ func run(mode, transport string) error {
 	}
 	fmt.Printf("STOPREPORT %s\n", b)
 	return nil
+}
+
+// fileHealth is a health check that fails while the file f exists.
+func fileHealth(f string) fxmodule.HealthCheck {
+	return func(context.Context) error {
+		if _, err := os.Stat(f); err == nil {
+			return fmt.Errorf("provider: %s exists: sick on purpose", f)
+		}
+		return nil
+	}
 }

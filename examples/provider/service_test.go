@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -85,5 +86,19 @@ func TestOrdersAreLedgeredBeforeTheAnswer(t *testing.T) {
 	}
 	if string(b) != "k1\nk2\n" {
 		t.Errorf("ledger = %q, want k1 and k2, one per line", b)
+	}
+}
+
+func TestTheHealthFileMakesTheInstanceSick(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "sick")
+	check := fileHealth(f)
+	if err := check(context.Background()); err != nil {
+		t.Errorf("healthy without the file: %v", err)
+	}
+	if err := os.WriteFile(f, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := check(context.Background()); err == nil {
+		t.Error("healthy while the file exists")
 	}
 }

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+)
+
+// The faults a robustness schedule draws from.
+const (
+	kBlackholeShort = "blackhole-short" // a consumer's connection drops every byte, shorter than its session timeout
+	kBlackholeLong  = "blackhole-long"  // ... longer: its session expires
+	kResetShort     = "reset-short"     // a consumer's connections are closed and refused
+	kResetLong      = "reset-long"
+	kLeader         = "leader"   // the ensemble's leader is killed, restarted after For
+	kMember         = "member"   // a member is stopped, restarted after For
+	kEnsemble       = "ensemble" // every member is stopped, started again after For
+	kExpireProvider = "expire-provider"
+	kExpireConsumer = "expire-consumer"
+	kSigterm        = "sigterm" // a provider stops gracefully and starts again on a new port
+	kKill           = "kill"    // kill -9, started again on a new port once its node went
+	kHealth         = "health"  // a provider's health check fails for For
+	kDrain          = "drain"   // an operator drains a provider (sd.Drain), undrains after For
+	kFlips          = "flips"   // a registration's status flips N times, For apart
+	kBurst          = "burst"   // N registrations come, and go after For
+)
+
+var allKinds = []string{kBlackholeShort, kBlackholeLong, kResetShort, kResetLong, kLeader, kMember, kEnsemble,
+	kExpireProvider, kExpireConsumer, kSigterm, kKill, kHealth, kDrain, kFlips, kBurst}
+
+// step is one fault of a round.
+type step struct {
+	Kind  string
+	At    time.Duration // after the round's start: faults overlap
+	For   time.Duration // how long it holds; 0: at once
+	Group int           // the provider group (provider faults)
+	Slot  int           // provider slot, consumer index or member index; for expire-provider, nProviders is the bursts' client
+	N     int           // burst size, flips
+}
+
+// round is faults that overlap; the round heals when every one ended.
+type round struct {
+	Steps []step
+	Pause time.Duration // quiet load after the heal, before the next round
+}
+
+// schedule is what a seed draws: the same seed, the same schedule.
+type schedule struct {
+	Seed   int64
+	Rounds []round
+}
+
+// scheduleShape is what a schedule may target.
+type scheduleShape struct {
+	rounds, consumers, groups, providers, members int
+	sessionTimeout                                time.Duration
+}
+
+func (s schedule) faults() int {
+	n := 0
+	for _, r := range s.Rounds {
+		n += len(r.Steps)
+	}
+	return n
+}
+
+// newSchedule draws a schedule from seed (math/rand/v2's PCG). Each round
+// has 1 to 3 faults starting within 1.5 s of each other; at most one
+// fault of the ensemble, one per provider group, one per consumer, one
+// burst and one flip series per round, so that every group keeps a
+// provider in rotation.
+func newSchedule(seed int64, sh scheduleShape) schedule {
+	r := rand.New(rand.NewPCG(uint64(seed), 0x9e3779b97f4a7c15))
+	ms := func(lo, hi int) time.Duration { return time.Duration(lo+r.IntN(hi-lo+1)) * time.Millisecond }
+	s := schedule{Seed: seed}
+	for range sh.rounds {
+		var rd round
+		used := map[string]bool{}
+		want := 1 + r.IntN(3)
+		for try := 0; len(rd.Steps) < want && try < 50; try++ {
+			st := step{Kind: allKinds[r.IntN(len(allKinds))], At: ms(0, 1500)}
+			var slot string
+			switch st.Kind {
+			case kBlackholeShort, kResetShort:
+				st.Slot, st.For = r.IntN(sh.consumers), ms(500, 3000)
+				slot = fmt.Sprint("consumer", st.Slot)
+			case kBlackholeLong, kResetLong:
+				st.Slot, st.For = r.IntN(sh.consumers), sh.sessionTimeout+ms(1000, 4000)
+				slot = fmt.Sprint("consumer", st.Slot)
+			case kExpireConsumer:
+				st.Slot = r.IntN(sh.consumers)
+				slot = fmt.Sprint("consumer", st.Slot)
+			case kLeader, kMember, kEnsemble:
+				st.Slot, st.For = r.IntN(sh.members), ms(1000, 4000)
+				if st.Kind == kEnsemble {
+					st.For = ms(2000, 6000)
+				}
+				slot = "ensemble"
+			case kExpireProvider:
+				st.Group, st.Slot = r.IntN(sh.groups), r.IntN(sh.providers+1)
+				slot = fmt.Sprint("group", st.Group)
+				if st.Slot == sh.providers {
+					slot = "bursts"
+				}
+			case kSigterm, kKill:
+				st.Group, st.Slot = r.IntN(sh.groups), r.IntN(sh.providers)
+				slot = fmt.Sprint("group", st.Group)
+			case kHealth, kDrain:
+				st.Group, st.Slot, st.For = r.IntN(sh.groups), r.IntN(sh.providers), ms(2000, 5000)
+				slot = fmt.Sprint("group", st.Group)
+			case kFlips:
+				st.Slot, st.N, st.For = r.IntN(2), 2+r.IntN(4), ms(300, 800)
+				slot = "flips"
+			case kBurst:
+				st.N, st.For = 5+r.IntN(16), ms(1000, 3000)
+				slot = "bursts"
+			}
+			if used[slot] {
+				continue
+			}
+			used[slot] = true
+			rd.Steps = append(rd.Steps, st)
+		}
+		rd.Pause = ms(1000, 2000)
+		s.Rounds = append(s.Rounds, rd)
+	}
+	return s
+}
+
+// String is the schedule on one line: rounds apart with "|".
+func (s schedule) String() string {
+	var rs []string
+	for _, rd := range s.Rounds {
+		var ss []string
+		for _, st := range rd.Steps {
+			ss = append(ss, st.String())
+		}
+		rs = append(rs, strings.Join(ss, " "))
+	}
+	return strings.Join(rs, " | ")
+}
+
+func (st step) String() string {
+	var b strings.Builder
+	b.WriteString(st.Kind)
+	switch st.Kind {
+	case kBlackholeShort, kBlackholeLong, kResetShort, kResetLong, kExpireConsumer:
+		fmt.Fprintf(&b, "(consumer %d)", st.Slot)
+	case kLeader, kEnsemble:
+	case kMember:
+		fmt.Fprintf(&b, "(member %d)", st.Slot+1)
+	case kFlips:
+		fmt.Fprintf(&b, "(steady %d ×%d)", st.Slot+1, st.N)
+	case kBurst:
+		fmt.Fprintf(&b, "(×%d)", st.N)
+	default:
+		fmt.Fprintf(&b, "(group %d slot %d)", st.Group, st.Slot+1)
+	}
+	fmt.Fprintf(&b, "@%.1fs", st.At.Seconds())
+	if st.For > 0 {
+		fmt.Fprintf(&b, "/%.1fs", st.For.Seconds())
+	}
+	return b.String()
+}
