@@ -164,9 +164,16 @@ type Report struct {
 	Requests   int         `json:"requests"`
 	Failed     int         `json:"failed"` // outside the crashes
 	Duplicated int         `json:"duplicated"`
+	// Slowest is the longest a consumer took to converge after a heal,
+	// and SlowestBy which consumer and service it was.
+	Slowest   time.Duration `json:"slowest"`
+	SlowestBy string        `json:"slowest_by,omitempty"`
 }
 
 func (r *Report) add(o Report) {
+	if o.Slowest > r.Slowest {
+		r.Slowest, r.SlowestBy = o.Slowest, o.SlowestBy
+	}
 	r.Checks += o.Checks
 	r.Unverified += o.Unverified
 	r.Violations = append(r.Violations, o.Violations...)

@@ -281,3 +281,16 @@ func TestWriteLeavesAHistoryThatReadsBack(t *testing.T) {
 		t.Errorf("report.txt does not say what broke and which consumer:\n%s", rep)
 	}
 }
+
+func TestConvergenceReportsTheSlowestConsumer(t *testing.T) {
+	h := clean()
+	// catalog shows {b} only 300 ms after the second heal.
+	h.Publishes = append(h.Publishes, pub(120, "catalog", m("a:1", 0), m("b:1", 0)), pub(5300, "catalog", m("b:1", 0)))
+	r := Convergence(h, NewTruth(h), DefaultBounds)
+	if len(r.Violations) != 0 {
+		t.Fatalf("violations %+v", r.Violations)
+	}
+	if r.Slowest != 300*time.Millisecond || r.SlowestBy != "catalog quote" {
+		t.Errorf("slowest %v by %q, want 300ms by catalog quote", r.Slowest, r.SlowestBy)
+	}
+}

@@ -77,7 +77,10 @@ func Convergence(h *History, t *Truth, b Bounds) Report {
 					cands = append(cands, st.At)
 				}
 			}
-			if converged(s, t, heal.At, cands, b.Skew) {
+			if at, ok := converged(s, t, heal.At, cands, b.Skew); ok {
+				if took := at.Sub(heal.At); took > r.Slowest {
+					r.Slowest, r.SlowestBy = took, s.consumer+" "+s.service
+				}
 				continue
 			}
 			have, why := "nothing", ""
@@ -97,8 +100,10 @@ func Convergence(h *History, t *Truth, b Bounds) Report {
 }
 
 // converged tells whether at one of cands the consumer's set, without an
-// error, equals one ZooKeeper held between heal and then (plus skew).
-func converged(s *stream, t *Truth, heal time.Time, cands []time.Time, skew time.Duration) bool {
+// error, equals one ZooKeeper held between heal and then (plus skew), and
+// the first such time.
+func converged(s *stream, t *Truth, heal time.Time, cands []time.Time, skew time.Duration) (time.Time, bool) {
+	slices.SortFunc(cands, time.Time.Compare)
 	for _, c := range cands {
 		p := s.at(c)
 		if p == nil || p.Err != "" {
@@ -106,15 +111,15 @@ func converged(s *stream, t *Truth, heal time.Time, cands []time.Time, skew time
 		}
 		got := addrsOf(p.Members)
 		if slices.Equal(got, t.UpAt(s.service, heal)) {
-			return true
+			return c, true
 		}
 		for _, st := range t.States(s.service) {
 			if st.At.After(heal) && !st.At.After(c.Add(skew)) && slices.Equal(got, st.Addrs) {
-				return true
+				return c, true
 			}
 		}
 	}
-	return false
+	return time.Time{}, false
 }
 
 // PhantomsAndResurrections checks every instance of every set published
