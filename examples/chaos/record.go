@@ -185,14 +185,19 @@ func (r *truthRecorder) readService(svc string, seen map[string]node) error {
 	}
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
-		// No instance yet (or the container went): watch for its parent.
-		ok, _, ch, err := r.conn.ExistsW(dir)
+		// No instance yet (or the container went): watch for its parent,
+		// once.
+		if r.isArmed("e" + dir) {
+			return nil
+		}
+		_, _, ch, err := r.conn.ExistsW(dir)
 		if err != nil {
+			r.mu.Lock()
+			delete(r.armed, "e"+dir)
+			r.mu.Unlock()
 			return err
 		}
-		if !ok {
-			r.arm("e"+dir, ch)
-		}
+		r.arm("e"+dir, ch)
 		return nil
 	case err != nil:
 		return err

@@ -318,16 +318,17 @@ func (d *driver) robustRun(ctx context.Context, rs *robustState) (*history.Histo
 	}
 	h := &history.History{Seed: rs.seed, Start: time.Now(), SessionTimeout: robustTimeout}
 	if rs.truth, err = newTruthRecorder(c.Addrs(), d.basePath, services); err != nil {
-		return nil, err
+		return h, err
 	}
 	if err := d.startAll(ctx); err != nil {
-		return nil, err
+		return h, err
 	}
 	if err := d.startRecorders(ctx, rs, services); err != nil {
-		return nil, err
+		return h, err
 	}
 	rs.sched = newSchedule(rs.seed, scheduleShape{rounds: d.cfg.rounds, consumers: len(rs.targets), groups: len(d.groups),
 		providers: nProviders, members: len(c.Servers), sessionTimeout: robustTimeout})
+	h.Schedule = rs.sched.String()
 	logf("seed %d: %d faults in %d rounds: %s", rs.seed, rs.sched.faults(), len(rs.sched.Rounds), rs.sched)
 	var names []string
 	for i, t := range rs.targets {
@@ -347,7 +348,7 @@ func (d *driver) robustRun(ctx context.Context, rs *robustState) (*history.Histo
 		g.load.start()
 	}
 	if err := drive.SleepCtx(ctx, d.cfg.preRoll); err != nil {
-		return nil, err
+		return h, err
 	}
 	for i, rd := range rs.sched.Rounds {
 		var wg sync.WaitGroup
@@ -365,7 +366,7 @@ func (d *driver) robustRun(ctx context.Context, rs *robustState) (*history.Histo
 		}
 		wg.Wait()
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return h, ctx.Err()
 		}
 		heal := time.Now()
 		rs.mu.Lock()
@@ -378,12 +379,12 @@ func (d *driver) robustRun(ctx context.Context, rs *robustState) (*history.Histo
 			}
 		}
 		if err := drive.SleepCtx(ctx, rd.Pause); err != nil {
-			return nil, err
+			return h, err
 		}
 	}
 	// Quiet load for the convergence bound, so the last heal is checked.
 	if err := drive.SleepCtx(ctx, history.DefaultBounds.Converge+time.Second); err != nil {
-		return nil, err
+		return h, err
 	}
 	for _, rc := range rs.recs {
 		rc.Stop()
@@ -403,7 +404,7 @@ func (d *driver) robustRun(ctx context.Context, rs *robustState) (*history.Histo
 	for _, g := range d.groups {
 		lg, err := readLedgers(g.ledgers)
 		if err != nil {
-			return nil, err
+			return h, err
 		}
 		for k, n := range lg.counts {
 			h.Executions[k] = n

@@ -108,6 +108,7 @@ type Crash struct {
 // History is everything one schedule recorded.
 type History struct {
 	Seed           int64          `json:"seed"`
+	Schedule       string         `json:"schedule,omitempty"` // the faults the seed drew
 	Start          time.Time      `json:"start"`
 	End            time.Time      `json:"end"`
 	SessionTimeout time.Duration  `json:"session_timeout"`

@@ -46,6 +46,9 @@ func Read(path string) (*History, error) {
 // WriteReport prints r's violations in time order, then the counts.
 func WriteReport(w io.Writer, h *History, r Report) {
 	fmt.Fprintf(w, "seed %d: %d checks, %d unverified (truth gaps), %d violations\n", h.Seed, r.Checks, r.Unverified, len(r.Violations))
+	if h.Schedule != "" {
+		fmt.Fprintf(w, "schedule: %s\n", h.Schedule)
+	}
 	fmt.Fprintf(w, "truth: %d changes, %d gaps; %d publishes; %d heals; %d requests, %d failed, %d duplicated\n",
 		len(h.Truth), len(h.Gaps), len(h.Publishes), len(h.Heals), r.Requests, r.Failed, r.Duplicated)
 	vs := slices.Clone(r.Violations)
