@@ -638,10 +638,7 @@ func (d *driver) robustStep(ctx context.Context, rs *robustState, st step, round
 		if killed := p.proc.Stop(syscall.SIGTERM, d.cfg.stopLimit); killed {
 			return fmt.Errorf("%s did not stop within %v of SIGTERM; its log %s ends with:\n%s", p.id, d.cfg.stopLimit, p.proc.LogPath(), drive.Tail(p.proc.LogPath(), 20))
 		}
-		if err := d.startInstance(p); err != nil {
-			return err
-		}
-		return waitReady(ctx, p, d.cfg.readyLimit)
+		return d.restart(ctx, rs, p)
 	case kKill:
 		g := d.groups[st.Group%len(d.groups)]
 		p := g.providers[st.Slot]
@@ -656,10 +653,7 @@ func (d *driver) robustStep(ctx context.Context, rs *robustState, st step, round
 		if _, _, err := d.reader.waitCzxids(ctx, paths, checkRecovered, func(m map[string]int64) bool { return m[p.id] == 0 }); err != nil {
 			return fmt.Errorf("the node of the killed %s did not go within %v: %w", p.id, checkRecovered, err)
 		}
-		if err := d.startInstance(p); err != nil {
-			return err
-		}
-		return waitReady(ctx, p, d.cfg.readyLimit)
+		return d.restart(ctx, rs, p)
 	case kHealth:
 		g := d.groups[st.Group%len(d.groups)]
 		p := g.providers[st.Slot]
@@ -723,6 +717,24 @@ func (d *driver) robustStep(ctx context.Context, rs *robustState, st step, round
 		return errors.Join(errs...)
 	}
 	return fmt.Errorf("unknown fault %q", st.Kind)
+}
+
+// restart starts provider p again, on a new port, and waits until it is
+// ready. One that exits on its own first is a violation, and is started
+// once more, so that the rest of the schedule still has it.
+func (d *driver) restart(ctx context.Context, rs *robustState, p *instance) error {
+	for try := 0; ; try++ {
+		if err := d.startInstance(p); err != nil {
+			return err
+		}
+		err := waitReady(ctx, p, d.cfg.readyLimit)
+		if err == nil || !p.proc.Exited() || try == 1 || ctx.Err() != nil {
+			return err
+		}
+		rs.stopping(p, "exited")
+		rs.violation("provider", fmt.Sprintf("%s exited (%s) before it was ready; its log %s ends with:\n%s",
+			p.id, p.proc.ExitString(), p.proc.LogPath(), drive.Tail(p.proc.LogPath(), 8)))
+	}
 }
 
 func setStatus(ctx context.Context, reg *sd.Registrar, s sd.Status) error {
