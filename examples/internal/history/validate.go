@@ -84,16 +84,22 @@ func Convergence(h *History, t *Truth, b Bounds) Report {
 				continue
 			}
 			have, why := "nothing", ""
+			var got []string
 			if p := s.at(deadline); p != nil {
-				have = set(addrsOf(p.Members))
+				got = addrsOf(p.Members)
+				have = set(got)
 				if p.Err != "" {
 					why = " (with error: " + p.Err + ")"
 				}
 			}
 			want := t.UpAt(s.service, deadline)
+			d := diff(got, want)
+			if d == "" {
+				d = "the same set, not believed"
+			}
 			r.Violations = append(r.Violations, Violation{Check: CheckConvergence, At: deadline, Consumer: s.consumer, Service: s.service,
-				What: fmt.Sprintf("not converged %v after the heal at %s (%s): publishes %s%s, ZooKeeper has %s",
-					b.Converge, ts(heal.At), heal.What, have, why, set(want))})
+				What: fmt.Sprintf("not converged %v after the heal at %s (%s): publishes %s%s, ZooKeeper has %s (%s)",
+					b.Converge, ts(heal.At), heal.What, have, why, set(want), d)})
 		}
 	}
 	return r
