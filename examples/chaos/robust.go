@@ -275,6 +275,7 @@ func (d *driver) robustSeed(ctx context.Context, seed int64) (res seedResult) {
 	logf("seed %d: %d faults, %d checks (%d unverified), %d violations, %d requests in %.0fs; slowest convergence after a heal %v (%s)",
 		seed, res.faults, res.report.Checks, res.report.Unverified, res.violations, res.report.Requests, res.elapsed.Seconds(),
 		res.report.Slowest.Round(time.Millisecond), res.report.SlowestBy)
+	logf("seed %d: checks by validator: %s", seed, res.report.ByCheckString())
 	if res.violations > 0 {
 		for i, v := range res.report.Violations {
 			if i == 10 {

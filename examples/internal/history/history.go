@@ -169,6 +169,8 @@ type Report struct {
 	// and SlowestBy which consumer and service it was.
 	Slowest   time.Duration `json:"slowest"`
 	SlowestBy string        `json:"slowest_by,omitempty"`
+	// ByCheck is how many assertions each validator made (Check only).
+	ByCheck map[string]int `json:"by_check,omitempty"`
 }
 
 func (r *Report) add(o Report) {
@@ -186,11 +188,19 @@ func (r *Report) add(o Report) {
 // Check runs every validator over h.
 func Check(h *History, b Bounds) Report {
 	t := NewTruth(h)
-	var r Report
-	r.add(Convergence(h, t, b))
-	r.add(PhantomsAndResurrections(h, t, b))
-	r.add(GoingBack(h, t, b))
-	r.add(Reregistration(h, t, b))
-	r.add(Requests(h))
+	r := Report{ByCheck: map[string]int{}}
+	for _, v := range []struct {
+		name string
+		r    Report
+	}{
+		{CheckConvergence, Convergence(h, t, b)},
+		{CheckPhantom + "/" + CheckResurrection, PhantomsAndResurrections(h, t, b)},
+		{CheckGoingBack, GoingBack(h, t, b)},
+		{CheckReregistration, Reregistration(h, t, b)},
+		{CheckRequests, Requests(h)},
+	} {
+		r.ByCheck[v.name] = v.r.Checks
+		r.add(v.r)
+	}
 	return r
 }

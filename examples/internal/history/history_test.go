@@ -294,3 +294,12 @@ func TestConvergenceReportsTheSlowestConsumer(t *testing.T) {
 		t.Errorf("slowest %v by %q, want 300ms by catalog quote", r.Slowest, r.SlowestBy)
 	}
 }
+
+func TestCheckCountsEachValidatorsAssertions(t *testing.T) {
+	r := Check(clean(), DefaultBounds)
+	for _, name := range []string{CheckConvergence, CheckPhantom + "/" + CheckResurrection, CheckGoingBack, CheckReregistration, CheckRequests} {
+		if r.ByCheck[name] == 0 {
+			t.Errorf("%s made no assertion over the clean history (by check: %s)", name, r.ByCheckString())
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 )
 
 // Write leaves h and r in dir: history.json (everything recorded) and
@@ -51,6 +52,9 @@ func WriteReport(w io.Writer, h *History, r Report) {
 	}
 	fmt.Fprintf(w, "truth: %d changes, %d gaps; %d publishes; %d heals; %d requests, %d failed, %d duplicated\n",
 		len(h.Truth), len(h.Gaps), len(h.Publishes), len(h.Heals), r.Requests, r.Failed, r.Duplicated)
+	if len(r.ByCheck) > 0 {
+		fmt.Fprintf(w, "checks by validator: %s\n", byCheck(r.ByCheck))
+	}
 	vs := slices.Clone(r.Violations)
 	slices.SortStableFunc(vs, func(a, b Violation) int { return a.At.Compare(b.At) })
 	for _, v := range vs {
@@ -64,3 +68,20 @@ func WriteReport(w io.Writer, h *History, r Report) {
 		fmt.Fprintf(w, "heal %s: %s\n", ts(hl.At), hl.What)
 	}
 }
+
+// byCheck lists each validator's count, by name.
+func byCheck(m map[string]int) string {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	var parts []string
+	for _, k := range names {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
+	}
+	return strings.Join(parts, " ")
+}
+
+// ByCheckString is r.ByCheck on one line.
+func (r Report) ByCheckString() string { return byCheck(r.ByCheck) }
