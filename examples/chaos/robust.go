@@ -745,27 +745,30 @@ func setStatus(ctx context.Context, reg *sd.Registrar, s sd.Status) error {
 }
 
 // expireAll expires every session px carried that is connected to a
-// member now.
+// member now, waiting for one while they reconnect (a member restarting).
 func (d *driver) expireAll(ctx context.Context, px *zkProxy) error {
-	var m *zktest.Server
-	if err := retry(ctx, func() (err error) { m, err = d.servingMember(); return err }); err != nil {
-		return err
-	}
-	var live []int64
-	for _, s := range d.cluster.Servers {
-		if ids, err := s.Sessions(); err == nil {
-			live = append(live, ids...)
-		}
-	}
 	n := 0
-	for _, id := range px.Sessions() {
-		if !slices.Contains(live, id) {
-			continue // ended already
+	err := retry(ctx, func() error {
+		m, err := d.servingMember()
+		if err != nil {
+			return err
 		}
-		if err := px.Expire(m.Addr(), id); err == nil {
-			n++
+		var live []int64
+		for _, s := range d.cluster.Servers {
+			if ids, err := s.Sessions(); err == nil {
+				live = append(live, ids...)
+			}
 		}
-	}
+		for _, id := range px.Sessions() {
+			if slices.Contains(live, id) && px.Expire(m.Addr(), id) == nil {
+				n++
+			}
+		}
+		if n == 0 {
+			return errors.New("no session of the consumer is connected")
+		}
+		return nil
+	})
 	logf("expired %d sessions", n)
-	return nil
+	return err
 }
