@@ -3,6 +3,9 @@ GO          ?= go
 PKGS        ?= ./...
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.6.1
 TESTFLAGS   ?=
+# Tests that start their own ZooKeeper run in parallel (t.Parallel): most of
+# their time is waits, not CPU.
+PARALLEL    ?= 4
 BENCHFLAGS  ?=
 FUZZTIME    ?= 15s
 # The library's module, then the examples' and the benchmarks' own modules
@@ -31,8 +34,8 @@ lint: vet
 # The sd suite runs in both watch modes: persistent recursive watches (the
 # default) above, and the per-node fallback (ZooKeeper 3.5) here.
 test: zookeeper vet
-	@set -e; for m in $(MODULES); do echo "test: $$m"; (cd $$m && $(GO) test -race -count=1 -timeout 20m $(TESTFLAGS) $(PKGS)); done
-	@echo "test: sd, per-node watches"; GRACEKIT_SD_WATCH_MODE=per-node $(GO) test -race -count=1 -timeout 20m $(TESTFLAGS) ./sd/
+	@set -e; for m in $(MODULES); do echo "test: $$m"; (cd $$m && $(GO) test -race -count=1 -timeout 20m -parallel $(PARALLEL) $(TESTFLAGS) $(PKGS)); done
+	@echo "test: sd, per-node watches"; GRACEKIT_SD_WATCH_MODE=per-node $(GO) test -race -count=1 -timeout 20m -parallel $(PARALLEL) $(TESTFLAGS) ./sd/
 
 cover: zookeeper
 	$(GO) test -race -count=1 -coverprofile=coverage.out $(PKGS)

@@ -35,6 +35,7 @@ func newConsumer(t *testing.T, zkc *zktest.Cluster) (*consumer.Consumer, *sd.Ses
 // Issue 13, case 4: a second Start takes no second share, so one Stop
 // closes the session.
 func TestConsumerStartTwiceTakesOneShare(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	c, sess := newConsumer(t, zkc)
 	ctx := context.Background()
@@ -58,6 +59,7 @@ func TestConsumerStartTwiceTakesOneShare(t *testing.T) {
 // Issue 13, case 4: Stop before Start, then Start, is refused and takes
 // no share.
 func TestConsumerStopBeforeStartThenStartIsRefused(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	c, sess := newConsumer(t, zkc)
 	ctx := context.Background()
@@ -79,6 +81,7 @@ func TestConsumerStopBeforeStartThenStartIsRefused(t *testing.T) {
 // first load says what is wrong after the connect timeout, holds nothing,
 // and succeeds once ZooKeeper is back.
 func TestConsumerLoadRetriesAfterAFailure(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	sess, err := sd.NewSession(zkc.ConnectString(), sd.ConnectTimeout(500*time.Millisecond))
 	if err != nil {
@@ -184,6 +187,7 @@ func frozenServer(t *testing.T) string {
 // connections per host, loads them all over one session (it registers
 // nothing: its own session never opens), and Stop closes it.
 func TestAConsumerOf64ServicesLoadsThemAllOverOneSession(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t) // stock maxClientCnxns
 	reg, err := sd.NewClient(zkc.ConnectString())
 	if err != nil {
@@ -240,6 +244,7 @@ func TestAConsumerOf64ServicesLoadsThemAllOverOneSession(t *testing.T) {
 
 // A Session's Stop that no Start matches changes nothing.
 func TestSessionStopWithoutAShareChangesNothing(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	sess, err := sd.NewSession(zkc.ConnectString())
 	if err != nil {

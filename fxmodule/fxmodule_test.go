@@ -73,6 +73,7 @@ func providerConfig(zkc *zktest.Cluster, id string, port int) fxmodule.Config {
 }
 
 func TestDiscoveryRegistersServesAndStopsCleanly(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	port := testutil.FreePort(t)
 	cfg := providerConfig(zkc, "quote-1", port)
@@ -140,6 +141,7 @@ func TestDiscoveryRegistersServesAndStopsCleanly(t *testing.T) {
 // The server's Addr is honoured: the module listens there and, with
 // Config.Port zero, registers its port.
 func TestDiscoveryListensOnTheServersAddr(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	port := testutil.FreePort(t)
 	cfg := providerConfig(zkc, "quote-1", 0)
@@ -171,6 +173,7 @@ func echo(instance string) (kitendpoint.Endpoint, io.Closer, error) {
 // A service that serves and calls others: one session for both roles, the
 // consumer started before the provider and stopped after its drain.
 func TestDiscoveryAndConsumerInOneApp(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	port := testutil.FreePort(t)
 	var (
@@ -230,6 +233,7 @@ func TestDiscoveryAndConsumerInOneApp(t *testing.T) {
 // A plain consumer needs the ZooKeeper fields only: no service, address,
 // port or flush secret, and no server.
 func TestConsumerAloneNeedsNoSecret(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	cfg := fxmodule.Config{ZKServers: zkc.ConnectString()}
 	opts := fx.Options(fx.Supply(cfg), fxmodule.Consumer)
@@ -290,6 +294,7 @@ func TestAFailedBuildLeaksNothing(t *testing.T) {
 }
 
 func TestProviderStopFlushesTheGateway(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	gwPort, pPort := testutil.FreePort(t), testutil.FreePort(t)
 
@@ -380,6 +385,7 @@ func TestProviderStopFlushesTheGateway(t *testing.T) {
 }
 
 func TestBadConfigFailsStart(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	good := func() fxmodule.Config { return providerConfig(zkc, "quote-1", 18080) }
 	tests := []struct {
@@ -460,6 +466,7 @@ func TestConfigFromEnvRejectsMalformedValues(t *testing.T) {
 }
 
 func TestStopTimeoutSetsTheBudgetToo(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	// 5 s cannot hold the default plan (14.4 s): the module must say so
 	// when the app is built, which it can only if the option reached its

@@ -47,6 +47,7 @@ func waitKit(t *testing.T, ch <-chan kitsd.Event, what string, ok func([]string)
 // provider while it runs, and its Curator node is there for gracekit and
 // Curator readers; the stop removes both.
 func TestGoKitRegistrationIsReadByAStockGoKitConsumer(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	port := testutil.FreePort(t)
 	app := fxtest.New(t, fx.Supply(providerConfig(zkc, "quote-1", port)), fx.Provide(helloServer),
@@ -91,6 +92,7 @@ func TestGoKitRegistrationRefusesARelativePath(t *testing.T) {
 // With ReadGoKitNodes, the app's consumer routes to providers go-kit's own
 // Registrar registered, beside gracekit's, and counts no node malformed.
 func TestReadGoKitNodesRoutesToGoKitProviders(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	kit := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "go-kit") }))
 	defer kit.Close()

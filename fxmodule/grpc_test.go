@@ -29,6 +29,7 @@ func newGRPCServer(o fxmodule.GRPCServerOptions) *grpc.Server {
 // Discovery serves an app that provides only a *grpc.Server in one line:
 // registered at GRPCPort, health following readiness, calls counted.
 func TestDiscoveryServesAGRPCOnlyApp(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	conn := testutil.ZKConn(t, zkc.Addrs())
 	cfg := providerConfig(zkc, "grpc-1", 0)
@@ -79,6 +80,7 @@ func TestAGRPCAppWithoutGRPCPortIsAConfigError(t *testing.T) {
 // An app with both servers is one registration: the HTTP port, and the
 // gRPC port in its metadata; one stop ends both.
 func TestDiscoveryServesHTTPAndGRPCAsOneInstance(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	conn := testutil.ZKConn(t, zkc.Addrs())
 	port := testutil.FreePort(t)

@@ -21,6 +21,7 @@ import (
 // An app's fxmodule.HealthCheck takes the instance out of rotation while it
 // fails (503, OUT_OF_SERVICE in ZooKeeper) and back when it passes.
 func TestAnAppsHealthCheckReachesTheRegistry(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	conn := testutil.ZKConn(t, zkc.Addrs())
 	port := testutil.FreePort(t)

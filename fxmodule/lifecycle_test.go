@@ -65,6 +65,7 @@ func TestABadFlushAudienceIsAConfigError(t *testing.T) {
 // the app's endpoints runs before the instance is registered, whatever
 // the order of the options, and stops after the instance stopped serving.
 func TestAHookAppendedByARootInvokeRunsBeforeRegistration(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	conn := testutil.ZKConn(t, zkc.Addrs())
 	port := testutil.FreePort(t)
@@ -123,6 +124,7 @@ func TestAHookAppendedByARootInvokeRunsBeforeRegistration(t *testing.T) {
 // A start hook appended after Discovery's that fails leaves nothing
 // registered, and Discovery's start never ran.
 func TestAFailingLaterHookLeavesNothingRegistered(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	conn := testutil.ZKConn(t, zkc.Addrs())
 	app := fx.New(fx.NopLogger, fxmodule.Discovery, fx.Supply(providerConfig(zkc, "failing", testutil.FreePort(t))), fx.Provide(helloServer),

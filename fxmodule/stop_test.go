@@ -61,6 +61,7 @@ func (r *records) warnings(s string) []string {
 // deadline leaves less than the stop sequence's bounds, not on every stop
 // once fxmodule.StopTimeout set fx's timeout and the budget.
 func TestStopTimeoutWarningFiresOnlyWhenTheDeadlineIsReallyShort(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	tests := []struct {
 		name     string
@@ -102,6 +103,7 @@ func TestStopTimeoutWarningFiresOnlyWhenTheDeadlineIsReallyShort(t *testing.T) {
 // deregisters, drains the server and closes the session, and returns before
 // the deadline, with the flush to a gateway that never answers skipped.
 func TestStopWithAShortDeadlineStillDeregistersDrainsAndClosesTheSession(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	release := make(chan struct{})
 	slowGateway := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
@@ -197,6 +199,7 @@ func TestStopWithAShortDeadlineStillDeregistersDrainsAndClosesTheSession(t *test
 // holds it) before fx's start deadline, not with fx's "context deadline
 // exceeded".
 func TestStartWithADuplicateInstanceIDShowsTheConflictBeforeFxGivesUp(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	var sess *sd.Session
 	a := fxtest.New(t, fx.Supply(providerConfig(zkc, "quote-1", testutil.FreePort(t))), fx.Provide(helloServer),
@@ -238,6 +241,7 @@ func TestStartWithADuplicateInstanceIDShowsTheConflictBeforeFxGivesUp(t *testing
 // ACL denies the module's session) is an error from Instancer, not an
 // Instancer of an empty, healthy service; a missing service is empty.
 func TestConsumerInstancerReturnsTheErrorOfAFailedFirstLoad(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	conn := testutil.ZKConn(t, zkc.Addrs())
 	if _, err := conn.Create("/services", nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {

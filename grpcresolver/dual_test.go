@@ -23,6 +23,7 @@ import (
 // its Port and the gRPC one in the metadata: the resolver hands grpc-go
 // the gRPC one (it handed it the HTTP port, where every call failed).
 func TestAProviderWithHTTPAndGRPCIsDialledOnItsGRPCPort(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	sess, err := sd.NewSession(zkc.ConnectString(), sd.SessionTimeout(4*time.Second))
 	if err != nil {

@@ -28,6 +28,7 @@ import (
 
 // (1) A plain grpc-go client reaches every instance, in turn.
 func TestAClientSeesEveryInstanceAndRoundRobinsAcrossThem(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	for _, id := range []string{"q1", "q2", "q3"} {
 		startBackend(t, zkc, id, nil)
@@ -54,6 +55,7 @@ func TestAClientSeesEveryInstanceAndRoundRobinsAcrossThem(t *testing.T) {
 
 // (2) An instance that registers gets calls, without a new ClientConn.
 func TestAnInstanceThatJoinsGetsCalls(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	startBackend(t, zkc, "q1", nil)
 	cc := dial(t, newBuilder(t, startConsumer(t, zkc)), "gracekit:///quotes")
@@ -65,6 +67,7 @@ func TestAnInstanceThatJoinsGetsCalls(t *testing.T) {
 // (3) An instance set OUT_OF_SERVICE leaves the set (it still serves, so
 // only the resolver can keep calls off it), and comes back when UP.
 func TestAnInstanceSetOutOfServiceLeavesAtOnce(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	startBackend(t, zkc, "q1", nil)
 	q2 := startBackend(t, zkc, "q2", nil)
@@ -89,6 +92,7 @@ func TestAnInstanceSetOutOfServiceLeavesAtOnce(t *testing.T) {
 
 // (4) A deregistered instance leaves, while its server still runs.
 func TestADeregisteredInstanceLeaves(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	startBackend(t, zkc, "q1", nil)
 	q2 := startBackend(t, zkc, "q2", nil)
@@ -105,6 +109,7 @@ func TestADeregisteredInstanceLeaves(t *testing.T) {
 // A service read without error and found empty is pushed empty: calls fail
 // fast with UNAVAILABLE instead of reaching an instance that left.
 func TestAServiceFoundEmptyIsPushedEmptyAndCallsFailFast(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	q1 := startBackend(t, zkc, "q1", nil)
 	b := newBuilder(t, startConsumer(t, zkc))
@@ -191,6 +196,7 @@ func testFlushEvictsFromTheResolver(t *testing.T, handler func(b *grpcresolver.B
 // the error; calls keep reaching the live servers, and discovery resumes
 // when ZooKeeper is back.
 func TestZooKeeperDownPushesNoEmptyListAndCallsGoOn(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	startBackend(t, zkc, "q1", nil)
 	startBackend(t, zkc, "q2", nil)
@@ -279,6 +285,7 @@ func TestZooKeeperDownPushesNoEmptyListAndCallsGoOn(t *testing.T) {
 // An empty set read right after an outage is held back for RecoveryHold,
 // then pushed, since the service is still empty.
 func TestAnEmptySetRightAfterAnOutageIsHeldThenPushed(t *testing.T) {
+	t.Parallel()
 	const hold = 3 * time.Second
 	zkc := zktest.New(t)
 	q1 := startBackend(t, zkc, "q1", nil)
@@ -316,6 +323,7 @@ func TestAnEmptySetRightAfterAnOutageIsHeldThenPushed(t *testing.T) {
 
 // (7) Each address carries its instance: id, metadata, ports.
 func TestAttributesCarryTheInstanceAndItsMetadata(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	q1 := startBackend(t, zkc, "q1", map[string]string{"zone": "eu-west-1", "version": "1.2.3"})
 	b := newBuilder(t, startConsumer(t, zkc))
@@ -362,6 +370,7 @@ func TestAttributesCarryTheInstanceAndItsMetadata(t *testing.T) {
 
 // ResolveNow is a hint that never blocks and pushes no unchanged set.
 func TestResolveNowDoesNotBlockNorRepushAnUnchangedSet(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	startBackend(t, zkc, "q1", nil)
 	b := newBuilder(t, startConsumer(t, zkc))
@@ -463,6 +472,7 @@ var ignoreZKReconnect = []goleak.Option{
 // (9) A target without a service, or with an authority, gets a clear
 // error: from Build, and on the RPCs of a ClientConn.
 func TestABadTargetGetsAClearError(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	b := newBuilder(t, startConsumer(t, zkc))
 	tests := []struct {
@@ -505,6 +515,7 @@ func TestABadTargetGetsAClearError(t *testing.T) {
 }
 
 func TestOptionsCheckTheirInput(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	c := startConsumer(t, zkc)
 	for _, tt := range []struct {

@@ -67,6 +67,7 @@ func startStoppable(t *testing.T, zkc *zktest.Cluster, id string) *shutdown.Sequ
 // with round_robin and client health checking (a plain grpc-go client,
 // no retries), fails no call, and its stop returns before its deadline.
 func TestStoppingAGRPCProviderUnderLoadThroughTheResolverFailsNoCall(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	p1 := startStoppable(t, zkc, "q1")
 	startStoppable(t, zkc, "q2")

@@ -59,6 +59,7 @@ func nodeOf(t *testing.T, conn *zk.Conn, p string) (sd.Instance, *zk.Stat) {
 // passing health check keep it out, through a session expiry, until the
 // undrain, which brings it back.
 func TestAnOperatorDrainHoldsUntilUndrained(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	conn := testutil.ZKConn(t, zkc.Addrs())
 	gw := startGateway(t, zkc)

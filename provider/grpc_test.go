@@ -26,6 +26,7 @@ import (
 // A service that serves gRPC and HTTP on two ports is one provider: one
 // registration (the gRPC port in its metadata), one stop that drains both.
 func TestOneProviderServesHTTPAndGRPCWithOneRegistration(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	conn := testutil.ZKConn(t, zkc.Addrs())
 	sess, err := sd.NewSession(zkc.ConnectString())

@@ -51,6 +51,7 @@ func startSickProvider(t *testing.T, zkc *zktest.Cluster, id string, flushURLs [
 // gracekit gateway, and a data watcher of the node's status); when the
 // check passes again it gets traffic again.
 func TestASickInstanceLeavesRotationAndComesBack(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	gw := startGateway(t, zkc)
 	sick := startSickProvider(t, zkc, "p1", []string{gw.url}, nil)
@@ -117,6 +118,7 @@ func TestASickInstanceLeavesRotationAndComesBack(t *testing.T) {
 // A check that alternates pass and fail never reaches the thresholds: no
 // flap, no transition.
 func TestAnAlternatingCheckDoesNotFlap(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	var n atomic.Int64
 	sp := startSickProvider(t, zkc, "alt", nil, func(sp *sickProvider) func(context.Context) error {
@@ -137,6 +139,7 @@ func TestAnAlternatingCheckDoesNotFlap(t *testing.T) {
 // Once the stop began, the instance never returns to UP, even when its
 // check passes again during the stop.
 func TestAStoppingInstanceNeverReturnsToUp(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	conn := testutil.ZKConn(t, zkc.Addrs())
 	sp := startSickProvider(t, zkc, "stopping", nil, nil)
@@ -187,6 +190,7 @@ func hungCheck(hung *atomic.Int64, release <-chan struct{}) func(*sickProvider) 
 // other Check starts until it returned; once it returns, checks run again
 // and the instance comes back.
 func TestAHungCheckTakesTheInstanceOutAndIsNotStartedAgain(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	conn := testutil.ZKConn(t, zkc.Addrs())
 	release := make(chan struct{})
@@ -221,6 +225,7 @@ func TestAHungCheckTakesTheInstanceOutAndIsNotStartedAgain(t *testing.T) {
 // Issue 22: Stop never waits on a Check in progress: a Check hung past the
 // whole stop budget leaves every stop step to run, none skipped.
 func TestStopDoesNotWaitForAHungCheck(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	gw := startGateway(t, zkc)
 	release := make(chan struct{})

@@ -72,6 +72,7 @@ func sessionClosed(t *testing.T, sess *sd.Session) {
 // Issue 13, case 1: a second Start changes nothing, and the node does not
 // come back after Stop.
 func TestASecondStartDoesNotResurrectTheNodeAfterStop(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	conn := testutil.ZKConn(t, zkc.Addrs())
 	p, sess := newBare(t, zkc, "twice", provider.Config{})
@@ -98,6 +99,7 @@ func TestASecondStartDoesNotResurrectTheNodeAfterStop(t *testing.T) {
 // Issue 13, case 2: a Start that failed (port in use) can be retried once
 // the port is free, and no try leaves a session share behind.
 func TestAFailedStartCanBeRetriedAndLeaksNoShare(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	conn := testutil.ZKConn(t, zkc.Addrs())
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
@@ -140,6 +142,7 @@ func TestAFailedStartCanBeRetriedAndLeaksNoShare(t *testing.T) {
 // changes nothing, also when another role connected the session already;
 // the Stop after it closes the given listener.
 func TestStartWithADoneCtxLeaksNeitherShareNorListener(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -176,6 +179,7 @@ func TestStartWithADoneCtxLeaksNeitherShareNorListener(t *testing.T) {
 
 // A Stop during Start cancels it, and what the start did is undone.
 func TestAStopDuringStartCancelsIt(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	conn := testutil.ZKConn(t, zkc.Addrs())
 	release := make(chan struct{})
@@ -270,6 +274,7 @@ func TestAnAddressWithAPortOrSchemeIsRefused(t *testing.T) {
 // down, which net/http never serves again: a retry says so and changes
 // nothing, rather than registering an instance nothing serves.
 func TestARetryAfterTheServerWasShutDownIsRefused(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	conn := testutil.ZKConn(t, zkc.Addrs())
 	var fail atomic.Bool

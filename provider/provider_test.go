@@ -116,6 +116,7 @@ func startGateway(t *testing.T, zkc *zktest.Cluster) *gateway {
 // A provider stopped under steady load through a gracekit gateway fails
 // no request; its flush is acknowledged and it quiesced.
 func TestAProviderStoppedUnderLoadFailsNoRequest(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	gw := startGateway(t, zkc)
 	p1 := startProvider(t, zkc, "p1", []string{gw.url})
@@ -168,6 +169,7 @@ func TestNewDoesNoIOAndStartSaysWhatFailed(t *testing.T) {
 // A process that both serves and calls shares one session: the consumer
 // keeps working after the provider stopped, and the last one closes it.
 func TestProviderAndConsumerShareOneSession(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	sess, err := sd.NewSession(zkc.ConnectString())
 	if err != nil {

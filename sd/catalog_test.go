@@ -32,6 +32,7 @@ func waitServices(t *testing.T, k *sd.Catalog, want ...string) {
 // container node is reaped; each service's Instancer follows its instances;
 // in the recursive mode the whole catalog is one watch.
 func TestCatalogFollowsEveryServiceWithOneWatch(t *testing.T) {
+	t.Parallel()
 	for _, mode := range watchModes {
 		t.Run(mode.String(), func(t *testing.T) {
 			c := zktest.New(t)

@@ -137,6 +137,7 @@ func waitContains(t *testing.T, ch <-chan kitsd.Event, absent bool, want ...stri
 // instance string beside its own; a Curator reader lists the gracekit
 // provider. Deregistering the twin takes it from go-kit's consumers only.
 func TestAMixedServiceIsReadByGoKitCuratorAndGracekitConsumers(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	kitClient, err := kitzk.NewClient(zkc.Addrs(), log.NewNopLogger(), kitzk.EventHandler(func(zk.Event) {}))
 	if err != nil {

@@ -269,6 +269,7 @@ func TestUnreachableEnsembleIsAClearError(t *testing.T) {
 // A provider serving HTTP and gRPC on two ports registers the gRPC one in
 // the metadata; PublishGRPCAddresses publishes it, for a gRPC Endpointer.
 func TestPublishGRPCAddressesPublishesTheGRPCPort(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	provider, consumer := newClient(t, c), newClient(t, c)
 	both := instance("dual", 8080)

@@ -23,6 +23,7 @@ import (
 // must not blank the service; it is skipped, counted once, retried, and its
 // deletion is applied at once.
 func TestUnreadableChildIsSkippedCountedOnceAndRetried(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	provider, consumer := newClient(t, c), newClient(t, c)
 	register(t, provider, instance("acl", 8101))
@@ -105,6 +106,7 @@ func validNode(t *testing.T, service, id string, port int) []byte {
 // Issue 8, case 1 (first load): NewInstancerContext returns the error of a
 // first load that could not read the service.
 func TestFailedFirstLoadIsAnErrorNotAnEmptyService(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	owner := testutil.ZKConn(t, c.Addrs())
 	if err := owner.AddAuth("digest", []byte("owner:pw")); err != nil {
@@ -153,6 +155,7 @@ func TestFailedFirstLoadIsAnErrorNotAnEmptyService(t *testing.T) {
 // parents included, is changeable only by its owner: a stranger can
 // neither delete a live instance nor plant a fake one.
 func TestDigestAuthProtectsParentsFromStrangers(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	cl := newClient(t, c, sd.DigestAuth("svc", "s3cret"))
 	r := register(t, cl, instance("guarded", 8201))
@@ -181,6 +184,7 @@ func TestDigestAuthProtectsParentsFromStrangers(t *testing.T) {
 // Issue 8, case 3: ErrDisconnected stays on every event while the session
 // is disconnected, whatever else is published meanwhile.
 func TestDisconnectedErrorStaysUntilTheSetIsReadAgain(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	provider, consumer := newClient(t, c), newClient(t, c)
 	register(t, provider, instance("dc", 8301))
@@ -273,6 +277,7 @@ func TestReconnectsDoNotGrowGoroutines(t *testing.T) {
 // Issue 8, case 5: a status change made while the connection is lost is
 // written once it is back: ZooKeeper converges to what the Registrar wants.
 func TestStatusChangeDuringAShortDisconnectConverges(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	part := zktest.NewPartition()
 	provider := newClient(t, c, sd.Dialer(part.Dial), sd.SessionTimeout(4*time.Second))
@@ -305,6 +310,7 @@ func TestStatusChangeDuringAShortDisconnectConverges(t *testing.T) {
 // while the keeper was busy, nothing of that registration writes to
 // ZooKeeper again, and a new Register does not race the old keeper.
 func TestNothingWritesAfterDeregisterReturns(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	part := zktest.NewPartition()
 	provider := newClient(t, c, sd.Dialer(part.Dial), sd.SessionTimeout(4*time.Second))
@@ -349,6 +355,7 @@ func TestNothingWritesAfterDeregisterReturns(t *testing.T) {
 // Issue 8, case 8: one unresolvable host among live members does not stop
 // the start; "::::" is refused when the connect string is checked.
 func TestConnectStringWithAnUnresolvableHostStillConnects(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	connect := "no-such-host.invalid:2181," + c.ConnectString()
 	cl, err := sd.NewClient(connect, sd.SessionTimeout(2*time.Second), sd.ConnectTimeout(10*time.Second))
@@ -384,6 +391,7 @@ func TestMalformedConnectStringsAreRefusedWhenChecked(t *testing.T) {
 // Issue 10: a subscriber that never reads holds up no other subscriber,
 // and each gets a copy of the set it may change.
 func TestASlowSubscriberHoldsUpNobodyElse(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	provider, consumer := newClient(t, c), newClient(t, c)
 	in, fast := newInstancer(t, consumer, "fan")

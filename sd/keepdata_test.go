@@ -15,6 +15,7 @@ import (
 // package does not know survive a rewrite of its Instances only with
 // KeepNodeData.
 func TestInstancerKeepsNodeBytesOnlyWhenAsked(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	conn := testutil.ZKConn(t, c.Addrs())
 	node := `{"name":"kept","id":"a","address":"10.0.0.1","port":80,"x-team":"payments"}`

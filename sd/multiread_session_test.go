@@ -51,6 +51,7 @@ func TestBulkSessionCloseInterruptsAHandshake(t *testing.T) {
 }
 
 func TestBulkSessionReadsBatchesInOrder(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	conn := testutil.ZKConn(t, c.Addrs())
 	const n = 517

@@ -42,6 +42,7 @@ func reaped(t *testing.T, conn *zk.Conn) {
 // Each level is emptied in a tree of its own (a, b, c), so one reaper pass
 // tells them all: the service node, its parent, and the root.
 func TestPlainLayoutParentsStayAfterTheLastInstanceLeaves(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	cl := newClient(t, c)
 	conn := testutil.ZKConn(t, c.Addrs())
@@ -69,6 +70,7 @@ func TestPlainLayoutParentsStayAfterTheLastInstanceLeaves(t *testing.T) {
 }
 
 func TestPlainLayoutParentModeContainerIsReaped(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	cl := newClient(t, c)
 	conn := testutil.ZKConn(t, c.Addrs())
@@ -84,6 +86,7 @@ func TestPlainLayoutParentModeContainerIsReaped(t *testing.T) {
 }
 
 func TestCuratorLayoutParentModePersistentStays(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	cl := newClient(t, c)
 	conn := testutil.ZKConn(t, c.Addrs())
@@ -106,6 +109,7 @@ func TestParentModeRefusesAnUnknownMode(t *testing.T) {
 }
 
 func TestPlainLayoutReadsBareAndBracketedIPv6(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	conn := testutil.ZKConn(t, c.Addrs())
 	for _, p := range []string{"/app", "/app/service", "/app/service/quote",

@@ -23,16 +23,35 @@ import (
 var watchModes = []sd.WatchMode{sd.WatchRecursive, sd.WatchPerNode}
 
 // The invariants of the Instancer, run in both watch modes in one `go test`
-// (issue 15): only what feeds the set differs.
+// (issue 15): only what feeds the set differs. Each case has a server of
+// its own, so they run in parallel.
 func TestKeyInvariantsInBothWatchModes(t *testing.T) {
+	t.Parallel()
 	for _, mode := range watchModes {
 		t.Run(mode.String(), func(t *testing.T) {
-			t.Run("a status flip is seen", func(t *testing.T) { statusFlip(t, mode) })
-			t.Run("one unreadable child never hides the rest", func(t *testing.T) { unreadableChild(t, mode) })
-			t.Run("ErrDisconnected sticks until the set was re-read", func(t *testing.T) { disconnectSticks(t, mode) })
+			t.Parallel()
+			for _, tt := range []struct {
+				name string
+				run  func(*testing.T, sd.WatchMode)
+			}{
+				{"a status flip is seen", statusFlip},
+				{"one unreadable child never hides the rest", unreadableChild},
+				{"ErrDisconnected sticks until the set was re-read", disconnectSticks},
+				{"a reaped service node comes back", reapedService},
+			} {
+				t.Run(tt.name, func(t *testing.T) { t.Parallel(); tt.run(t, mode) })
+			}
+		})
+	}
+}
+
+// The goroutine counts of the Instancer in both watch modes: not in
+// parallel, since other tests' goroutines would count.
+func TestGoroutinesStayFlatInBothWatchModes(t *testing.T) {
+	for _, mode := range watchModes {
+		t.Run(mode.String(), func(t *testing.T) {
 			t.Run("goroutines stay flat across reconnects", func(t *testing.T) { flatAcrossReconnects(t, mode) })
 			t.Run("goroutines stay flat in N and a deletion reads nothing", func(t *testing.T) { flatInN(t, mode) })
-			t.Run("a reaped service node comes back", func(t *testing.T) { reapedService(t, mode) })
 		})
 	}
 }
@@ -232,6 +251,7 @@ func serverWatches(t *testing.T, addr string) int {
 // watches hold one per instance and one on the service; changes are applied
 // from the notifications with one read each.
 func TestRecursiveModeHoldsOneWatchPerService(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	consumer := newClient(t, c)
 	// Nodes written by a bare connection, so that no Registrar's own watch
@@ -350,6 +370,7 @@ func (c opsConn) Write(p []byte) (int, error) {
 // addWatch, whichever of its goroutines runs first: a listing sent after
 // the watch's reply would cost the load a round trip.
 func TestTheFirstListingGoesOutWithAddWatch(t *testing.T) {
+	t.Parallel()
 	// A consumer alone never opens the client's own session: only the watch session writes.
 	c := zktest.New(t)
 	register(t, newClient(t, c), instance("piped", 7201))
@@ -389,6 +410,7 @@ func TestTheFirstListingGoesOutWithAddWatch(t *testing.T) {
 }
 
 func TestRefusedAddWatchFallsBackToPerNode(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	provider := newClient(t, c)
 	consumer := newClient(t, c, sd.Dialer(refusingDial))
@@ -408,6 +430,7 @@ func TestRefusedAddWatchFallsBackToPerNode(t *testing.T) {
 // order: whatever the interleaving of reads and events, the set ends as
 // ZooKeeper does.
 func TestRecursiveModeConvergesUnderChurn(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	provider, consumer := newClient(t, c), newClient(t, c)
 	_, ch := newInstancer(t, consumer, "churn", sd.WithWatchMode(sd.WatchRecursive))

@@ -23,6 +23,7 @@ import (
 )
 
 func TestRegisterDiscoverDeregister(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	provider, consumer := newClient(t, c), newClient(t, c)
 	in, ch := newInstancer(t, consumer, "orders")
@@ -47,6 +48,7 @@ func TestRegisterDiscoverDeregister(t *testing.T) {
 }
 
 func TestRegisteredBytesHaveTheFixtureShape(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	cl := newClient(t, c)
 	r := register(t, cl, sd.Instance{Name: "quote-service", Address: "10.0.0.12", Port: 8081})
@@ -100,6 +102,7 @@ func sameShape(a, b any) bool {
 }
 
 func TestThousandInstances(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	// A session timeout long enough for a loaded 2-core machine under -race.
 	provider := newClient(t, c, sd.SessionTimeout(20*time.Second))
@@ -143,6 +146,7 @@ func TestThousandInstances(t *testing.T) {
 }
 
 func TestStatusFlipHidesWithoutDeleting(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	provider, consumer := newClient(t, c), newClient(t, c)
 	r := register(t, provider, instance("pay", 9001))
@@ -167,6 +171,7 @@ func TestStatusFlipHidesWithoutDeleting(t *testing.T) {
 }
 
 func TestSessionExpiryRecreatesTheNodeOnce(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	rec := zktest.NewSessionRecorder()
 	provider := newClient(t, c, sd.Dialer(rec.Dial))
@@ -210,6 +215,7 @@ func TestSessionExpiryRecreatesTheNodeOnce(t *testing.T) {
 }
 
 func TestConsumerSessionExpiryRewatches(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	rec := zktest.NewSessionRecorder()
 	provider := newClient(t, c)
@@ -237,6 +243,7 @@ func TestConsumerSessionExpiryRewatches(t *testing.T) {
 }
 
 func TestEnsembleLeaderKillLosesNothing(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t, zktest.Size(3))
 	provider := newClient(t, c, sd.SessionTimeout(4*time.Second))
 	consumer := newClient(t, c, sd.SessionTimeout(4*time.Second))
@@ -265,6 +272,7 @@ func TestEnsembleLeaderKillLosesNothing(t *testing.T) {
 }
 
 func TestWholeEnsembleDownKeepsLastSetAndRecovers(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	provider := newClient(t, c)
 	consumer := newClient(t, c)
@@ -306,6 +314,7 @@ func TestWholeEnsembleDownKeepsLastSetAndRecovers(t *testing.T) {
 }
 
 func TestServicePathThatComesAndGoes(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	provider, consumer := newClient(t, c), newClient(t, c)
 	_, ch := newInstancer(t, consumer, "later")
@@ -327,6 +336,7 @@ func TestServicePathThatComesAndGoes(t *testing.T) {
 }
 
 func TestMalformedNodesAreSkippedAndCounted(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	provider, consumer := newClient(t, c), newClient(t, c)
 	register(t, provider, instance("mixed", 2001))
@@ -354,6 +364,7 @@ func TestMalformedNodesAreSkippedAndCounted(t *testing.T) {
 }
 
 func TestEvictRacingALateWatchEvent(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	provider, consumer := newClient(t, c), newClient(t, c)
 	r := register(t, provider, instance("ev", 1001))
@@ -401,6 +412,7 @@ func TestEvictRacingALateWatchEvent(t *testing.T) {
 }
 
 func TestEvictThenRegistrationInTheSameSessionGap(t *testing.T) {
+	t.Parallel()
 	// The provider restarts with the same id faster than the gateway sees
 	// the deletion: the newer creation zxid lifts the tombstone.
 	c := zktest.New(t)
@@ -429,6 +441,7 @@ func names(insts []sd.Instance) []string {
 }
 
 func TestIDHeldByAnotherSessionIsRefused(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	a, b := newClient(t, c), newClient(t, c)
 	register(t, a, instance("dup", 9901))
@@ -453,6 +466,7 @@ func TestIDHeldByAnotherSessionIsRefused(t *testing.T) {
 }
 
 func TestChrootAndDigestAuth(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	cl, err := sd.NewClient(c.ConnectString()+"/tenant/a", sd.DigestAuth("svc", "s3cret"))
 	if err != nil {
@@ -486,6 +500,7 @@ func TestChrootAndDigestAuth(t *testing.T) {
 // go-kit's Endpointer deregisters its channel and closes it at once; no
 // send may follow, however busy the Instancer is publishing.
 func TestDeregisterThenCloseIsSafeWhilePublishing(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	provider, consumer := newClient(t, c), newClient(t, c)
 	r := register(t, provider, instance("churn", 1201))
@@ -531,6 +546,7 @@ func TestDeregisterThenCloseIsSafeWhilePublishing(t *testing.T) {
 // consumer keeps the last set through the outage, and the provider
 // re-registers in a new session once it can connect.
 func TestProviderReregistersAfterItsSessionExpiredInAnOutage(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	part := zktest.NewPartition()
 	provider := newClient(t, c, sd.Dialer(part.Dial))
@@ -570,6 +586,7 @@ func TestProviderReregistersAfterItsSessionExpiredInAnOutage(t *testing.T) {
 }
 
 func TestNamesThatWouldClimbThePathAreRefused(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	cl := newClient(t, c)
 	for _, name := range []string{"", ".", "..", "a/b"} {
@@ -590,6 +607,7 @@ func TestNamesThatWouldClimbThePathAreRefused(t *testing.T) {
 }
 
 func TestWithoutBulkLoadReadsNodeByNode(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	provider, consumer := newClient(t, c), newClient(t, c)
 	var want []string
@@ -608,6 +626,7 @@ func TestWithoutBulkLoadReadsNodeByNode(t *testing.T) {
 // it is decoded, publishes every node once, in order, and so does the
 // next change.
 func TestABulkLoadPublishesEveryNodeInOrder(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	zc := testutil.ZKConn(t, c.Addrs())
 	for _, p := range []string{"/services", "/services/many"} {
@@ -640,6 +659,7 @@ func TestABulkLoadPublishesEveryNodeInOrder(t *testing.T) {
 }
 
 func TestAnExpiredTombstoneLiftsByItself(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	provider, consumer := newClient(t, c), newClient(t, c)
 	register(t, provider, instance("ttl", 1301))

@@ -5,30 +5,30 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/gracekit/gracekit/lifecycle"
 )
 
-// Session is a Client that connects at Start rather than at construction,
-// shared by the roles of one process (provider, consumer, gateway). Each
+// Session is a Client made at Start rather than at construction, shared
+// by the roles of one process (provider, consumer, gateway), so that the
+// process holds one Client's sessions (at most two, see Client). Each
 // Start that returns nil takes a share, and each Stop gives one back: the
-// first share connects, and giving back the last one closes the Client,
-// which ends the ZooKeeper session and its ephemeral nodes. This is what
-// apps that build everything first and connect when they start (fx's
-// OnStart) need: NewSession does no I/O. Its methods are safe for
+// first share makes the Client, which dials when a role first needs it
+// (a registration, a watched service), and giving back the last one
+// closes it, which ends its ZooKeeper sessions and ephemeral nodes.
+// Neither NewSession nor Start does I/O. Its methods are safe for
 // concurrent use.
 //
 // Its states are those of every object in gracekit that starts something
 // (lifecycle.State), with shares:
 //
-//	state     Start                                   Stop
-//	New       connect: Started, one share (or Failed)  ErrNotStarted, changes nothing
-//	Starting  waits for the connect, then as below      ErrNotStarted, changes nothing
+//	state     Start                                     Stop
+//	New       make the Client: Started, one share       ErrNotStarted, changes nothing
+//	Starting  waits for it, then as below               ErrNotStarted, changes nothing
 //	Started   one more share on the same Client         one share less; the last closes: Stopping
 //	Stopping  waits for the close, then as Stopped      waits for the close, within ctx
-//	Stopped   connects a new ZooKeeper session          nil
-//	Failed    connects again (a retry)                  ErrNotStarted, changes nothing
+//	Stopped   makes a new Client                        nil
+//	Failed    makes one again (a retry)                 ErrNotStarted, changes nothing
 //
 // A Start whose ctx is done returns its error and changes nothing. The
 // Session may connect again after it closed, because a role whose Start
@@ -38,7 +38,6 @@ import (
 type Session struct {
 	connect string
 	opts    []ClientOption
-	timeout time.Duration // the connect timeout asked for
 
 	mu     sync.Mutex
 	state  lifecycle.State
@@ -52,7 +51,7 @@ type Session struct {
 var ErrNotStarted = errors.New("sd: session not started")
 
 // NewSession checks connect and opts now, as NewClient would, and
-// connects at Start.
+// makes its Client at Start.
 func NewSession(connect string, opts ...ClientOption) (*Session, error) {
 	if _, _, err := ParseConnectString(connect); err != nil {
 		return nil, err
@@ -63,12 +62,12 @@ func NewSession(connect string, opts ...ClientOption) (*Session, error) {
 			return nil, err
 		}
 	}
-	return &Session{connect: connect, opts: append([]ClientOption(nil), opts...), timeout: o.connectTimeout}, nil
+	return &Session{connect: connect, opts: append([]ClientOption(nil), opts...)}, nil
 }
 
-// Start takes a share, connecting first when none is out, within the
-// connect timeout and ctx; every Start that returned nil needs one Stop.
-// Starts during a connect or a close wait for it, within their ctx.
+// Start takes a share, making the Client first when none is out; every
+// Start that returned nil needs one Stop. Starts during a close wait for
+// it, within their ctx.
 func (s *Session) Start(ctx context.Context) (*Client, error) {
 	for {
 		s.mu.Lock()
@@ -92,18 +91,10 @@ func (s *Session) Start(ctx context.Context) (*Client, error) {
 			s.mu.Unlock()
 			return nil, err
 		}
-		timeout := s.timeout
-		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
-			timeout = time.Until(dl)
-		}
-		if timeout < 100*time.Millisecond {
-			s.mu.Unlock()
-			return nil, fmt.Errorf("sd: connect %s: %w", s.connect, context.DeadlineExceeded)
-		}
 		s.state, s.change = lifecycle.StateStarting, make(chan struct{})
 		s.mu.Unlock()
 
-		c, err := NewClient(s.connect, append(s.opts, ConnectTimeout(timeout))...)
+		c, err := NewClient(s.connect, s.opts...)
 
 		s.mu.Lock()
 		if err != nil {

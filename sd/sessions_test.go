@@ -41,6 +41,7 @@ var recursive = sd.WithWatchMode(sd.WatchRecursive)
 // connections per host, loads every one of them over one watch session,
 // with one recursive watch per service; Close leaves no session behind.
 func TestAConsumerOf64ServicesHoldsOneSession(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t) // stock maxClientCnxns: 60
 	provider := newClient(t, c)
 	const services = 64
@@ -91,6 +92,7 @@ func sortedIDs(ids []int64) []int64 { ids = slices.Clone(ids); slices.Sort(ids);
 // The watch session opens with the first Instancer, closes with the last,
 // and a Client that only registers never opens one.
 func TestSessionsOpenWhenNeededAndCloseWhenNot(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	base := len(serverSessions(t, c))
 	provider := newClient(t, c)
@@ -140,6 +142,7 @@ func TestSessionsOpenWhenNeededAndCloseWhenNot(t *testing.T) {
 // A removed watch stops its notifications: the session does not keep
 // paying for a service nobody follows (checked on the server's wchc).
 func TestAStoppedServiceLeavesNoWatchOnTheServer(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	provider := newClient(t, c)
 	register(t, provider, instance("kept", 7311))
@@ -165,6 +168,7 @@ func TestAStoppedServiceLeavesNoWatchOnTheServer(t *testing.T) {
 // A Catalog's watch on the base path covers the services under it: an
 // Instancer of the same Client adds no watch of its own.
 func TestACatalogWatchCoversItsServices(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	provider := newClient(t, c)
 	register(t, provider, instance("covered", 7321))
@@ -192,6 +196,7 @@ func TestACatalogWatchCoversItsServices(t *testing.T) {
 // A disconnect shorter than the session timeout keeps the watch session:
 // the ensemble logs no new session, and changes made meanwhile arrive.
 func TestAShortDisconnectResumesTheWatchSession(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	provider := newClient(t, c)
 	register(t, provider, instance("resume", 7331))
@@ -215,6 +220,7 @@ func TestAShortDisconnectResumesTheWatchSession(t *testing.T) {
 
 // A watch session that expired is replaced, and the feeds re-read.
 func TestAnExpiredWatchSessionIsReplaced(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	provider := newClient(t, c)
 	register(t, provider, instance("wexp", 7341))
@@ -235,6 +241,7 @@ func TestAnExpiredWatchSessionIsReplaced(t *testing.T) {
 // Client tries the ensemble in its own shuffled order, the same as its
 // own session's, not every process in connect-string order.
 func TestWatchSessionsSpreadOverTheEnsemble(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t, zktest.Size(3))
 	provider := newClient(t, c, sd.SessionTimeout(4*time.Second))
 	register(t, provider, instance("spread", 7351))
@@ -324,6 +331,7 @@ func TestACallWithNoServerFailsAfterTheConnectTimeout(t *testing.T) {
 
 // Every transition of the package doc's session table, on the own session.
 func TestClientOwnSessionStates(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	events := make(chan sd.SessionEvent, 64)
 	rec := zktest.NewSessionRecorder()

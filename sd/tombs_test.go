@@ -14,6 +14,7 @@ import (
 // it (a newer data version): an instance that left rotation and came back
 // UP returns at once, not when the tombstone's TTL passes.
 func TestAnEvictionEndsWhenTheNodeIsWrittenAgain(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	provider, consumer := newClient(t, c), newClient(t, c)
 	reg := register(t, provider, instance("back", 1401))

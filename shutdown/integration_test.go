@@ -15,6 +15,7 @@ import (
 // A provider stopped while a gateway (a consumer with a flush receiver)
 // sends it steady load: no call fails, and every call in flight completes.
 func TestProviderStopUnderLoadFailsNoRequest(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -93,6 +94,7 @@ func TestProviderStopUnderLoadFailsNoRequest(t *testing.T) {
 // The stop of an idle provider with two acking gateways, against a real
 // ZooKeeper; the duration is logged, not asserted (machines here are noisy).
 func TestIdleStopWithTwoGateways(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -132,6 +134,7 @@ func TestIdleStopWithTwoGateways(t *testing.T) {
 // stops without error, and its quiesce ends on its condition (every target
 // acked) rather than at its maximum.
 func TestAProviderStopsCleanlyWhenItsGatewayDoesNotRouteItsService(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -70,25 +70,27 @@ func (r *SessionRecorder) Expire(addr string, id int64) error {
 		return fmt.Errorf("zktest: no handshake recorded for session 0x%x", id)
 	}
 	for try := range 20 {
-		gone, err := attachAndClose(addr, id, passwd)
+		closed, err := attachAndClose(addr, id, passwd)
 		switch {
+		case errors.Is(err, errGone) && try == 0:
+			return fmt.Errorf("zktest: session 0x%x is already gone", id)
+		case errors.Is(err, errGone), closed:
+			return nil
 		case errors.Is(err, io.EOF):
 			// The client resumed its session meanwhile, and the server
-			// closed our connection for it: again.
+			// dropped our connection for it: again.
 		case err != nil:
 			return fmt.Errorf("zktest: expire session (try %d): %w", try, err)
-		case gone && try == 0:
-			return fmt.Errorf("zktest: session 0x%x is already gone", id)
-		case gone:
-			return nil
 		}
 	}
 	return fmt.Errorf("zktest: session 0x%x outlived 20 closes: its client keeps resuming it", id)
 }
 
-// attachAndClose attaches to session id and closes it; gone tells that
-// the server did not know the session any more.
-func attachAndClose(addr string, id int64, passwd []byte) (gone bool, err error) {
+var errGone = errors.New("zktest: no such session")
+
+// attachAndClose attaches to session id and closes it; closed tells that
+// the server answered the close (errGone: it did not know the session).
+func attachAndClose(addr string, id int64, passwd []byte) (closed bool, err error) {
 	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
 	if err != nil {
 		return false, err
@@ -103,15 +105,17 @@ func attachAndClose(addr string, id int64, passwd []byte) (gone bool, err error)
 		return false, err
 	}
 	if zkwire.SessionOf(resp) != id {
-		return true, nil
+		return false, errGone
 	}
 	if err := zkwire.WriteFrame(conn, zkwire.CloseSession(1)); err != nil {
 		return false, err
 	}
-	if _, err := zkwire.ReadFrame(conn); err != nil && err != io.EOF {
+	b, err := zkwire.ReadFrame(conn)
+	if err != nil {
 		return false, err
 	}
-	return false, nil
+	h, _, err := zkwire.ParseReplyHeader(b)
+	return err == nil && h.Xid == 1 && h.Err == 0, err
 }
 
 // sniffConn parses the first frame the server sends, the ConnectResponse.

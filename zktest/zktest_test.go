@@ -46,6 +46,7 @@ func waitState(t *testing.T, ev <-chan zk.Event, want zk.State) {
 }
 
 func TestStandaloneServesAndRestarts(t *testing.T) {
+	t.Parallel()
 	start := time.Now()
 	c := zktest.New(t)
 	t.Logf("standalone server up in %v", time.Since(start))
@@ -70,6 +71,7 @@ func TestStandaloneServesAndRestarts(t *testing.T) {
 }
 
 func TestExpireSessionEndsItForTheClient(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	rec := zktest.NewSessionRecorder()
 	conn, ev := connect(t, c, rec)
@@ -88,6 +90,7 @@ func TestExpireSessionEndsItForTheClient(t *testing.T) {
 }
 
 func TestEnsembleSurvivesLeaderKill(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t, zktest.Size(3))
 	conn, _ := connect(t, c, nil)
 	if _, err := conn.Create("/k", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
@@ -108,6 +111,7 @@ func TestEnsembleSurvivesLeaderKill(t *testing.T) {
 }
 
 func TestBadOptionsAreRejected(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		give zktest.Option
@@ -126,6 +130,7 @@ func TestBadOptionsAreRejected(t *testing.T) {
 }
 
 func TestPartitionCutsAndHeals(t *testing.T) {
+	t.Parallel()
 	c := zktest.New(t)
 	part := zktest.NewPartition()
 	conn, ev, err := zk.Connect(c.Addrs(), 2*time.Second, zk.WithLogInfo(false), zk.WithLogger(testutil.Silent{}), zk.WithDialer(part.Dial))

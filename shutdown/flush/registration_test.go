@@ -98,6 +98,7 @@ func result(t *testing.T, req *http.Request) (int, flush.Result) {
 // list is acknowledged with a distinct answer and evicts nothing, even
 // when it names a healthy provider's address.
 func TestASignedFlushForAnUnlistedRegistrationEvictsNothingAndIsAcknowledged(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	client, err := sd.NewClient(zkc.ConnectString())
 	if err != nil {
@@ -202,6 +203,7 @@ func replay(t *testing.T, url string, h http.Header, body []byte) *http.Request 
 // Issue 8, case 10: the replay of a flush to a restarted gateway (empty
 // nonce cache, same URL) cannot evict the provider's new registration.
 func TestAReplayedFlushCannotEvictARestartedRegistration(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	client, err := sd.NewClient(zkc.ConnectString())
 	if err != nil {

@@ -92,6 +92,7 @@ func status(t *testing.T, hs *health.Server, service string) healthpb.HealthChec
 // round robin, retry) fails no call; its health turns NOT_SERVING at the
 // stop's first step and its calls are drained.
 func TestStoppingAGRPCProviderUnderLoadFailsNoCall(t *testing.T) {
+	t.Parallel()
 	zkc := zktest.New(t)
 	p1 := startProvider(t, zkc, "q1")
 	startProvider(t, zkc, "q2")
