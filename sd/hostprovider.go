@@ -90,16 +90,6 @@ func sameSet(a, b []string) bool {
 	return slices.Equal(a, b)
 }
 
-// first is the server Next hands out first after Init.
-func (hp *hostProvider) first() string {
-	hp.mu.Lock()
-	defer hp.mu.Unlock()
-	if len(hp.servers) == 0 {
-		return ""
-	}
-	return hp.servers[0]
-}
-
 // Len implements zk.HostProvider.
 func (hp *hostProvider) Len() int {
 	hp.mu.Lock()
