@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -118,6 +117,10 @@ func measureFootprint(c *zktest.Cluster, service string, side scaleSide) (footpr
 	}
 	defer closeClient()
 	g1, h1 := settledRuntime()
+	w1, dw1, err := serverWatches(addr) // the client's own (see connectOurs)
+	if err != nil {
+		return fp, err
+	}
 	stop, persistent, err := start(service)
 	if err != nil {
 		return fp, err
@@ -133,7 +136,7 @@ func measureFootprint(c *zktest.Cluster, service string, side scaleSide) (footpr
 			return fp, err
 		}
 		if w == prev {
-			fp.entries, fp.dataWatches = w, dw
+			fp.entries, fp.dataWatches = w-w1, dw-dw1
 			break
 		}
 		if time.Now().After(deadline) {
@@ -176,15 +179,14 @@ func connectOurs(c *zktest.Cluster) (func(string) (func(), int, error), func(), 
 	if err != nil {
 		return nil, nil, err
 	}
-	// NewClient returned with the watch session; the client's own follows
-	// within a second (sd.NewClient). Both are the client's fixed cost,
-	// which the footprint leaves out, as it does go-kit's session.
-	for deadline := time.Now().Add(10 * time.Second); cl.SessionID() == 0; {
-		if time.Now().After(deadline) {
-			cl.Close()
-			return nil, nil, errors.New("the client's own session did not come within 10s")
-		}
-		time.Sleep(10 * time.Millisecond)
+	// The session that carries the watches (the watch session, or the
+	// client's own for per-node watches) is the client's fixed cost, which
+	// the footprint leaves out, as it does go-kit's session: an Instancer
+	// of an empty service opens it and holds it open.
+	base, err := sd.NewInstancerContext(context.Background(), cl, "scale-baseline", ourOptions()...)
+	if err != nil {
+		cl.Close()
+		return nil, nil, fmt.Errorf("the client's watching session: %w", err)
 	}
 	start := func(service string) (func(), int, error) {
 		in, err := sd.NewInstancer(cl, service, ourOptions()...)
@@ -213,7 +215,7 @@ func connectOurs(c *zktest.Cluster) (func(string) (func(), int, error), func(), 
 		}
 		return func() { in.Deregister(ch); in.Stop() }, persistent, nil
 	}
-	return start, cl.Close, nil
+	return start, func() { base.Stop(); cl.Close() }, nil
 }
 
 func connectGokit(c *zktest.Cluster) (func(string) (func(), int, error), func(), error) {

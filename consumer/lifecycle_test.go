@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/gracekit/gracekit/consumer"
+	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/lifecycle"
 	"github.com/gracekit/gracekit/sd"
 	"github.com/gracekit/gracekit/zktest"
@@ -118,7 +118,7 @@ func TestConsumerLoadRetriesAfterAFailure(t *testing.T) {
 // Stop ends every call still waiting in Instancer, even one whose ctx has
 // no deadline, against a server that accepts and never answers.
 func TestConsumerStopEndsCallsWaitingForAFirstLoad(t *testing.T) {
-	addr := frozenServer(t)
+	addr := testutil.FrozenServer(t)
 	sess, err := sd.NewSession(addr, sd.ConnectTimeout(time.Hour))
 	if err != nil {
 		t.Fatal(err)
@@ -152,35 +152,6 @@ func TestConsumerStopEndsCallsWaitingForAFirstLoad(t *testing.T) {
 			t.Fatal("a call waiting in Instancer outlived Stop")
 		}
 	}
-}
-
-// frozenServer is a listener that accepts connections and never answers,
-// as a frozen ZooKeeper or a firewall that drops replies would.
-func frozenServer(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		var held []net.Conn
-		defer func() {
-			for _, c := range held {
-				_ = c.Close()
-			}
-		}()
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			held = append(held, conn)
-		}
-	}()
-	t.Cleanup(func() { _ = ln.Close(); <-done })
-	return ln.Addr().String()
 }
 
 // A gateway of 64 services, against ZooKeeper's stock limit of 60

@@ -228,6 +228,7 @@ type Client struct {
 	closed    bool
 	warnedACL map[string]bool // parents whose loose ACL was reported
 	ws        *watchSession   // made by the first Instancer or Catalog
+	sock      net.Conn        // go-zookeeper's last dialled socket (see tracked)
 	drained   chan struct{}   // closed when the zk event channel is closed
 	done      chan struct{}   // closed by Close
 
@@ -389,7 +390,7 @@ func (c *Client) connectWhenWanted() {
 	conn, events, err := zk.Connect(c.servers, c.opts.sessionTimeout,
 		zk.WithLogger(zkLogger{c.logger}),
 		zk.WithLogInfo(false),
-		zk.WithDialer(zk.Dialer(bufferedDialer(dialer))),
+		zk.WithDialer(zk.Dialer(bufferedDialer(c.tracked(dialer)))),
 		zk.WithHostProvider(c.hp),
 		zk.WithEventCallback(func(ev zk.Event) {
 			if ev.Type != zk.EventSession {
@@ -749,6 +750,11 @@ func (c *Client) Close() {
 	<-c.zkReady // at once: connectWhenWanted sees done
 	if !already && c.conn != nil {
 		c.conn.Close()
+		c.mu.Lock()
+		if c.sock != nil {
+			_ = c.sock.Close() // see tracked
+		}
+		c.mu.Unlock()
 	}
 	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
@@ -832,6 +838,32 @@ func (c *Client) WatchSessionStats() WatchSessionStats {
 // needs it; this option does nothing.
 func WatchSessionAhead(bool) ClientOption {
 	return clientOptionFunc(func(*clientOptions) error { return nil })
+}
+
+// tracked makes d refuse to dial once the Client is closed and keeps the
+// socket it dialled last, which Close closes: go-zookeeper's Close does
+// not end a handshake waiting on a server that never answers, which would
+// hold its goroutines (and Close) for the session timeout.
+func (c *Client) tracked(d DialFunc) DialFunc {
+	return func(network, address string, timeout time.Duration) (net.Conn, error) {
+		select {
+		case <-c.done:
+			return nil, zk.ErrClosing
+		default:
+		}
+		conn, err := d(network, address, timeout)
+		if err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.closed {
+			_ = conn.Close()
+			return nil, zk.ErrClosing
+		}
+		c.sock = conn
+		return conn, nil
+	}
 }
 
 // zk is the Client's own connection (go-zookeeper), which may still be

@@ -80,3 +80,33 @@ func FreePort(tb testing.TB) int {
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
 }
+
+// FrozenServer is a listener that accepts connections and never answers,
+// as a frozen ZooKeeper or a firewall that drops replies would; it is
+// closed when the test ends.
+func FrozenServer(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				_ = c.Close()
+			}
+		}()
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, conn)
+		}
+	}()
+	tb.Cleanup(func() { _ = ln.Close(); <-done })
+	return ln.Addr().String()
+}
