@@ -729,7 +729,7 @@ func (d *driver) startAll(ctx context.Context) error {
 	logf("started %d groups (%s) of %d gateways and %d providers; waiting for them to be ready",
 		len(d.groups), strings.Join(d.cfg.transports, ", "), nGateways, nProviders)
 	for _, in := range slices.Concat(d.allProviders(), d.allGateways()) {
-		if err := waitReady(ctx, in, d.cfg.readyLimit); err != nil {
+		if err := d.waitStarted(ctx, in); err != nil {
 			return err
 		}
 	}
@@ -778,6 +778,31 @@ func (d *driver) startInstance(in *instance) error {
 	}
 	in.proc = p
 	return nil
+}
+
+// waitStarted waits until in is ready, starting it again on another port
+// when the one it was given was taken meanwhile (zktest.FreePorts can only
+// find a port that was free).
+func (d *driver) waitStarted(ctx context.Context, in *instance) error {
+	for try := 0; ; try++ {
+		err := waitReady(ctx, in, d.cfg.readyLimit)
+		if err == nil || try == 2 || !in.proc.Exited() || !portTaken(in) {
+			return err
+		}
+		logf("%s: port %d was taken; starting it on another", in.id, in.port)
+		if d.rob != nil {
+			d.rob.stopping(in, "exited")
+		}
+		in.port = 0
+		if err := d.startInstance(in); err != nil {
+			return err
+		}
+	}
+}
+
+// portTaken tells whether in's last run exited because its port was taken.
+func portTaken(in *instance) bool {
+	return strings.Contains(drive.Tail(in.proc.LogPath(), 5), "address already in use")
 }
 
 // waitReady polls the instance's /readyz until it answers 200, or a gRPC

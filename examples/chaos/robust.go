@@ -728,7 +728,7 @@ func (d *driver) restart(ctx context.Context, rs *robustState, p *instance) erro
 		if err := d.startInstance(p); err != nil {
 			return err
 		}
-		err := waitReady(ctx, p, d.cfg.readyLimit)
+		err := d.waitStarted(ctx, p)
 		if err == nil || !p.proc.Exited() || try == 1 || ctx.Err() != nil {
 			return err
 		}
