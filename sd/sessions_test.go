@@ -3,7 +3,6 @@ package sd_test
 import (
 	"context"
 	"errors"
-	"net"
 	"slices"
 	"strconv"
 	"testing"
@@ -289,28 +288,8 @@ func TestWatchSessionsSpreadOverTheEnsemble(t *testing.T) {
 // NewClient dials nothing; a call against an ensemble that never answers
 // fails after the connect timeout with zk.ErrNoServer, whatever its ctx.
 func TestACallWithNoServerFailsAfterTheConnectTimeout(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() { // accepts and never answers: a frozen server
-		var held []net.Conn
-		defer func() {
-			for _, c := range held {
-				_ = c.Close()
-			}
-		}()
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			held = append(held, conn)
-		}
-	}()
 	start := time.Now()
-	cl, err := sd.NewClient(ln.Addr().String(), sd.ConnectTimeout(300*time.Millisecond), sd.SessionTimeout(time.Second))
+	cl, err := sd.NewClient(testutil.FrozenServer(t), sd.ConnectTimeout(300*time.Millisecond), sd.SessionTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
