@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -111,7 +112,7 @@ func startIdleProvider(ctx context.Context, connect, service, id string, flushUR
 			Server:   &http.Server{Handler: http.NotFoundHandler(), ReadHeaderTimeout: 5 * time.Second},
 			Listener: ln,
 			Flush:    provider.Flush{Secret: stopSecret, Targets: flushURLs},
-		})
+		}, provider.WithLogger(quietLog))
 		if err == nil {
 			return p, p.Start(ctx) // a failed Start undoes what it did
 		}
@@ -178,3 +179,6 @@ func startStopGateway(ctx context.Context, connect, service string) (*stopGatewa
 		stopConsumer()
 	}}, nil
 }
+
+// quietLog keeps the providers' lifecycle lines out of the BENCH output.
+var quietLog = slog.New(slog.DiscardHandler)

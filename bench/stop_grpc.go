@@ -45,7 +45,7 @@ func stopIdleGRPC(ctx context.Context, connect, service, id string, flushURLs []
 		GRPCListener: ln,
 		Tracker:      tracker,
 		Flush:        provider.Flush{Secret: stopSecret, Targets: flushURLs},
-	})
+	}, provider.WithLogger(quietLog))
 	if err != nil {
 		ln.Close()
 		return 0, err
