@@ -578,8 +578,8 @@ func (r *Registrar) stopKeeper() {
 	r.kcancel, r.kdone, r.kick = nil, nil, nil
 }
 
-// keep is the keeper's loop. kick wakes it at once (SetStatus); sess after
-// reconnectSettle (a new connection).
+// keep is the keeper's loop. kick (SetStatus) and sess (a new connection)
+// wake it at once.
 func (r *Registrar) keep(ctx context.Context, done, kick, sess chan struct{}) {
 	defer close(done)
 	bo := backoff.NewExponentialBackOff()
@@ -611,8 +611,7 @@ func (r *Registrar) keep(ctx context.Context, done, kick, sess chan struct{}) {
 		case <-watch:
 			watch = nil
 		case <-kick:
-		case <-sess:
-			closed = !settle(ctx, r.c.Done())
+		case <-sess: // its calls wait for the connection to settle (awaitSettled)
 		case <-wait:
 		}
 		if timer != nil {
@@ -794,25 +793,12 @@ func (r *Registrar) DeregisterContext(ctx context.Context) error {
 	}
 }
 
-// reconnectSettle is how long the Instancer and the Registrar wait after a
-// new connection before they read or write. go-zookeeper v1.0.4 reads its
+// reconnectSettle is how long calls on the Client's own session wait after
+// a new connection before they read or write (Client.awaitSettled, the one
+// place that waits for it). go-zookeeper v1.0.4 reads its
 // last zxid, to re-send the watches, while its receive loop may write it
 // for a response that came first (go-zookeeper/zk#35, a data race the race
 // detector reports); letting its re-send go first keeps our own requests
 // from being that response. A reconnect is rare and this is short; it is
 // long enough for the re-send on a loaded machine (100 ms was not, in CI).
 const reconnectSettle = 250 * time.Millisecond
-
-// settle waits reconnectSettle; false if ctx ended or closed closed first.
-func settle(ctx context.Context, closed <-chan struct{}) bool {
-	t := time.NewTimer(reconnectSettle)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	case <-closed:
-		return false
-	}
-}

@@ -361,3 +361,24 @@ func waitState(t *testing.T, events <-chan sd.SessionEvent, want sd.State) {
 		}
 	}
 }
+
+// The Client's own session is resumed after a disconnect shorter than its
+// timeout: the same session, its node kept, and calls go on after it.
+func TestAShortDisconnectResumesTheOwnSession(t *testing.T) {
+	t.Parallel()
+	c := zktest.New(t)
+	cut := zktest.NewPartition()
+	cl := newClient(t, c, sd.Dialer(cut.Dial), sd.SessionTimeout(4*time.Second))
+	r := register(t, cl, instance("own-resume", 7371))
+	id := cl.SessionID()
+	cut.Cut()
+	testutil.WaitFor(t, "the disconnect", func() bool { return !cl.Connected() })
+	cut.Heal()
+	testutil.WaitFor(t, "the session back", cl.Connected)
+	if now := cl.SessionID(); now != id {
+		t.Fatalf("the own session went from %x to %x over a short disconnect, want it resumed", id, now)
+	}
+	if err := r.SetStatus(ctxFor(t), sd.StatusOutOfService); err != nil {
+		t.Fatalf("a call after the resume: %v", err)
+	}
+}
