@@ -19,27 +19,6 @@ import (
 	"github.com/gracekit/gracekit/zktest"
 )
 
-// setNode rewrites a node's data with f, version-checked, as gracekit
-// drain does.
-func setNode(t *testing.T, conn *zk.Conn, p string, f func(sd.Codec, string, string, []byte) ([]byte, error)) {
-	t.Helper()
-	for {
-		data, stat, err := conn.Get(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := f(sd.CuratorCodec{}, "quote", pathpkg.Base(p), data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := conn.Set(p, out, stat.Version); err == nil {
-			return
-		} else if err != zk.ErrBadVersion {
-			t.Fatal(err)
-		}
-	}
-}
-
 func nodeOf(t *testing.T, conn *zk.Conn, p string) (sd.Instance, *zk.Stat) {
 	t.Helper()
 	data, stat, err := conn.Get(p)
@@ -53,14 +32,16 @@ func nodeOf(t *testing.T, conn *zk.Conn, p string) (sd.Instance, *zk.Stat) {
 	return inst, stat
 }
 
-// Issue 22: an operator's drain takes a provider out of rotation under
-// load: its node OUT_OF_SERVICE, its gateways flushed, no request reaches
-// it once the flush was acknowledged, none fails; its Registrar and its
-// passing health check keep it out, through a session expiry, until the
+// Issue 22: an operator's drain (gracekit drain, the CLI an operator
+// runs) takes a provider out of rotation under load: its node
+// OUT_OF_SERVICE, its gateways flushed, no request reaches it once the
+// flush was acknowledged, none fails; its Registrar and its passing
+// health check keep it out, through a session expiry, until gracekit
 // undrain, which brings it back.
 func TestAnOperatorDrainHoldsUntilUndrained(t *testing.T) {
 	t.Parallel()
 	zkc := zktest.New(t)
+	cli := testutil.BuildCLI(t)
 	conn := testutil.ZKConn(t, zkc.Addrs())
 	gw := startGateway(t, zkc)
 	startProvider(t, zkc, "p2", []string{gw.url})
@@ -96,7 +77,7 @@ func TestAnOperatorDrainHoldsUntilUndrained(t *testing.T) {
 	defer load.Stop()
 	testutil.WaitFor(t, "p1 serving", func() bool { return served.Load() > 20 })
 
-	setNode(t, conn, path, sd.Drain)
+	cli.Run(t, "drain", "quote", "p1", "-zk", zkc.ConnectString())
 	testutil.WaitFor(t, "p1 out of rotation by the operator", func() bool {
 		h := p1.Health()
 		return len(h) == 1 && !h[0].Healthy && h[0].By == provider.ByOperator
@@ -143,7 +124,7 @@ func TestAnOperatorDrainHoldsUntilUndrained(t *testing.T) {
 		t.Fatalf("p1 served %d requests while drained", n)
 	}
 
-	setNode(t, conn, path, sd.Undrain)
+	cli.Run(t, "undrain", "quote", "p1", "-zk", zkc.ConnectString())
 	testutil.WaitFor(t, "p1 UP again", func() bool {
 		inst, _ := nodeOf(t, conn, path)
 		return inst.Status() == sd.StatusUp
