@@ -26,14 +26,14 @@ type healthProvider struct {
 	sick   atomic.Bool
 }
 
-func startHealthProvider(t *testing.T, zkc *zktest.Cluster, id, flushURL string) *healthProvider {
+func startHealthProvider(t *testing.T, zkc *zktest.Cluster, id, flushURL string, opts ...sd.ClientOption) *healthProvider {
 	t.Helper()
 	hp := &healthProvider{}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	sess, err := sd.NewSession(zkc.ConnectString())
+	sess, err := sd.NewSession(zkc.ConnectString(), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
