@@ -433,7 +433,7 @@ func recBatches(n int) []int {
 // reads go to got one by one, from the goroutine that read each.
 func readNodes(ctx context.Context, conn *zkwire.Conn, paths []string, bulk bool, concurrency int, got func(reads []zkwire.Read, lo int, more bool)) ([]zkwire.Read, []uint64, error) {
 	if bulk {
-		return readBulk(ctx, conn, paths, got)
+		return readBulk(ctx, conn, paths, true, got)
 	}
 	return readEach(ctx, conn, paths, concurrency, got)
 }
@@ -441,7 +441,10 @@ func readNodes(ctx context.Context, conn *zkwire.Conn, paths []string, bulk bool
 // readBulk sends every batch at once, from here: the server answers a
 // session's requests in order, so waiting for each in turn waits for
 // nothing, and no goroutine per batch grows a stack to decode.
-func readBulk(ctx context.Context, conn *zkwire.Conn, paths []string, got func([]zkwire.Read, int, bool)) ([]zkwire.Read, []uint64, error) {
+//
+// With release, got has decoded each batch when it returns, and its reply
+// frame is given back for a later batch (zkwire.Reply.Release).
+func readBulk(ctx context.Context, conn *zkwire.Conn, paths []string, release bool, got func([]zkwire.Read, int, bool)) ([]zkwire.Read, []uint64, error) {
 	reads := make([]zkwire.Read, len(paths))
 	seqs := make([]uint64, len(paths))
 	sizes := recBatches(len(paths))
@@ -470,6 +473,15 @@ func readBulk(ctx context.Context, conn *zkwire.Conn, paths []string, got func([
 			seqs[i] = r.Seq
 		}
 		got(reads[lo:hi], lo, k < len(calls)-1)
+		if release {
+			// Decoded: what was kept of the nodes is copied out of the
+			// reply (KeepNodeData clones), so its frame can take a later
+			// batch.
+			for i := lo; i < hi; i++ {
+				reads[i].Data = nil
+			}
+			r.Release()
+		}
 		lo = hi
 	}
 	return reads, seqs, nil

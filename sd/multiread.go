@@ -61,7 +61,8 @@ func (s *bulkSession) read(paths []string, got func(first int, reads []zkwire.Re
 	s.used = true
 	ctx, cancel := context.WithTimeout(s.ctx, s.timeout)
 	defer cancel()
-	_, _, err := readBulk(ctx, s.conn, paths, func(reads []zkwire.Read, lo int, _ bool) { got(lo, reads) })
+	// got hands the reads to other goroutines: their frames stay theirs.
+	_, _, err := readBulk(ctx, s.conn, paths, false, func(reads []zkwire.Read, lo int, _ bool) { got(lo, reads) })
 	return err
 }
 

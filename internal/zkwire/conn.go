@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"time"
@@ -37,6 +38,8 @@ type Conn struct {
 	done chan struct{} // closed when the connection failed or was closed
 	wg   sync.WaitGroup
 	once sync.Once
+
+	frames sync.Pool // large reply frames given back by Reply.Release
 }
 
 // Reply is a reply to a request: its header, its body (after the
@@ -45,6 +48,52 @@ type Reply struct {
 	Header ReplyHeader
 	Body   []byte
 	Seq    uint64
+
+	frame *[]byte // the frame Body is in, when it may be given back
+	c     *Conn
+}
+
+// Release gives the reply's frame back for a later reply to be read into:
+// a bulk load reads megabytes of replies, and allocating each anew runs the
+// garbage collector several times a load. Body, and every slice of it,
+// must not be used after. Optional: a reply not released is collected.
+func (r *Reply) Release() {
+	if r.frame != nil {
+		r.c.frames.Put(r.frame)
+		r.frame, r.Body = nil, nil
+	}
+}
+
+// poolMin is the smallest frame worth keeping for reuse: below it a fresh
+// allocation is as cheap.
+const poolMin = 32 << 10
+
+// readFrame is ReadFrame into a frame given back by Release when one is
+// large enough; frame is set when the result may be given back.
+func (c *Conn) readFrame(r io.Reader) (b []byte, frame *[]byte, err error) {
+	var n [4]byte
+	if _, err := io.ReadFull(r, n[:]); err != nil {
+		return nil, nil, err
+	}
+	size := binary.BigEndian.Uint32(n[:])
+	if size > MaxFrame {
+		return nil, nil, fmt.Errorf("zkwire: frame of %d bytes is over %d", size, MaxFrame)
+	}
+	if size >= poolMin {
+		if f, ok := c.frames.Get().(*[]byte); ok && cap(*f) >= int(size) {
+			frame = f
+		} else {
+			buf := make([]byte, size, size+size/4) // room for a slightly larger next one
+			frame = &buf
+		}
+		b = (*frame)[:size]
+	} else {
+		b = make([]byte, size)
+	}
+	if _, err := io.ReadFull(r, b); err != nil {
+		return nil, nil, err
+	}
+	return b, frame, nil
 }
 
 // Auth is credentials sent after the handshake, e.g. {"digest", "user:pw"}.
@@ -319,7 +368,7 @@ func (c *Conn) read(br *bufio.Reader) {
 	var seq uint64
 	for {
 		_ = c.nc.SetReadDeadline(time.Now().Add(c.timeout * 2 / 3))
-		b, err := ReadFrame(br)
+		b, frame, err := c.readFrame(br)
 		if err != nil {
 			c.fail(fmt.Errorf("zkwire: read: %w", err))
 			return
@@ -349,7 +398,7 @@ func (c *Conn) read(br *bufio.Reader) {
 		delete(c.pending, h.Xid)
 		c.mu.Unlock()
 		if ok {
-			ch <- Reply{Header: h, Body: body, Seq: seq}
+			ch <- Reply{Header: h, Body: body, Seq: seq, frame: frame, c: c}
 		}
 	}
 }

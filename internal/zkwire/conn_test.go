@@ -1,6 +1,7 @@
 package zkwire_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"testing"
@@ -194,5 +195,47 @@ func TestSendPipelinesRequestsInOrder(t *testing.T) {
 	conn.Close()
 	if _, err := conn.Send(zkwire.OpGetData, zkwire.GetDataBody("/p/a")).Wait(ctx); !errors.Is(err, zkwire.ErrClosed) {
 		t.Fatalf("Send on a closed Conn: %v", err)
+	}
+}
+
+// A released reply's frame takes a later large reply, whose bytes are its
+// own: reading a node of 64 KiB twice, releasing the first, gives the same
+// bytes both times, and a reply never released stays intact.
+func TestAReleasedFrameIsReusedWithoutMixingReplies(t *testing.T) {
+	t.Parallel()
+	c := zktest.New(t)
+	w := testutil.ZKConn(t, c.Addrs())
+	big := func(b byte) []byte { return bytes.Repeat([]byte{b}, 64<<10) }
+	for p, b := range map[string]byte{"/r1": 'a', "/r2": 'b'} {
+		if _, err := w.Create(p, big(b), 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn := dial(t, c, make(chan seen, 64))
+	ctx := context.Background()
+	kept, err := conn.Do(ctx, zkwire.OpGetData, zkwire.GetDataBody("/r1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		p, want := "/r1", big('a')
+		if i%2 == 1 {
+			p, want = "/r2", big('b')
+		}
+		r, err := conn.Do(ctx, zkwire.OpGetData, zkwire.GetDataBody(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _, err := zkwire.ParseGetData(r.Body)
+		if err != nil || !bytes.Equal(data, want) {
+			t.Fatalf("read %d of %s: %d bytes, %v; want its own %d", i, p, len(data), err, len(want))
+		}
+		r.Release()
+		if r.Body != nil {
+			t.Fatal("a released reply keeps its body")
+		}
+	}
+	if data, _, err := zkwire.ParseGetData(kept.Body); err != nil || !bytes.Equal(data, big('a')) {
+		t.Fatalf("a reply never released was overwritten: %v", err)
 	}
 }
