@@ -10,7 +10,7 @@ import (
 
 // Who took an instance out of rotation, in HealthTransition.By.
 const (
-	ByHealth   = "health"             // the instance's HealthCheck
+	ByHealth   = sd.OutByHealth       // the instance's HealthCheck (sd.MetadataOutBy in its node)
 	ByOperator = sd.DrainedByOperator // gracekit drain (see sd.Drain)
 )
 

@@ -22,7 +22,8 @@ const (
 // HealthCheck takes a running instance out of rotation while it knows it
 // is sick, without stopping it: after Failures failed checks in a row,
 // /readyz answers 503, the gRPC health service NOT_SERVING, the node's
-// status turns OUT_OF_SERVICE (data watchers drop it) and the gateways are
+// status turns OUT_OF_SERVICE with sd.MetadataOutBy "health" (data
+// watchers drop it; gracekit ls says "by health") and the gateways are
 // flushed (their caches drop it at once). After Passes passed checks in a
 // row it is UP again everywhere (gateways see the node written again and
 // take it back). Two transitions are at least Hold apart: an instance
@@ -235,15 +236,15 @@ func (h *healthLoop) check(ctx context.Context, hc HealthCheck) (hung chan error
 func (h *healthLoop) record(ctx context.Context, healthy bool, cause error) {
 	p := h.p
 	p.setSick(!healthy)
-	status, to := sd.StatusOutOfService, "unhealthy"
+	status, by, to := sd.StatusOutOfService, ByHealth, "unhealthy"
 	if healthy {
-		status, to = sd.StatusUp, "healthy"
+		status, by, to = sd.StatusUp, "", "healthy"
 	}
 	bound := 2 * p.cfg.Health.Interval
 	errs := []error{cause}
 	if reg := p.Registrar(); reg != nil {
 		sctx, cancel := context.WithTimeout(ctx, bound)
-		errs = append(errs, reg.SetStatus(sctx, status))
+		errs = append(errs, reg.SetStatusBy(sctx, status, by)) // the node says who: out_by=health
 		cancel()
 	}
 	if !healthy && p.notify != nil {

@@ -261,3 +261,99 @@ func nodeStatus(t *testing.T, conn *zk.Conn, path string) sd.Status {
 	}
 	return inst.Status()
 }
+
+// Issue 22: the node says who took the instance out. A failed health
+// check writes out_by=health with its OUT_OF_SERVICE, in the same setData
+// (one version), and the passing check removes it with UP (one more). An
+// operator's drain wins over it: drained, the node says by operator, and
+// a passing check only removes the health mark, never the drain.
+func TestTheNodeSaysTheHealthCheckTookItOutAndTheOperatorWins(t *testing.T) {
+	t.Parallel()
+	zkc := zktest.New(t)
+	conn := testutil.ZKConn(t, zkc.Addrs())
+	sp := startSickProvider(t, zkc, "marked", nil, nil)
+	path := "/services/quote/marked"
+	up, st := nodeOf(t, conn, path)
+	if st == nil || up.Status() != sd.StatusUp || sd.OutOfServiceBy(up) != "" {
+		t.Fatalf("node at start: %+v", up.Metadata)
+	}
+	v := st.Version
+
+	sp.sick.Store(true)
+	testutil.WaitFor(t, "out of rotation by health", func() bool {
+		h := sp.Health()
+		return len(h) == 1 && !h[0].Healthy && h[0].By == provider.ByHealth
+	})
+	inst, st := nodeOf(t, conn, path)
+	if inst.Status() != sd.StatusOutOfService || inst.Metadata[sd.MetadataOutBy] != sd.OutByHealth || sd.OutOfServiceBy(inst) != provider.ByHealth {
+		t.Fatalf("node out by health: %+v", inst.Metadata)
+	}
+	if _, held := inst.Metadata[sd.MetadataDrainedBy]; held || sp.Registrar().DrainedBy() != "" {
+		t.Fatalf("a health mark is not a drain: %+v", inst.Metadata)
+	}
+	if st.Version != v+1 {
+		t.Fatalf("node version %d, want %d: the status and its mark are one setData", st.Version, v+1)
+	}
+
+	sp.sick.Store(false)
+	testutil.WaitFor(t, "back in rotation", func() bool { return len(sp.Health()) == 2 })
+	inst, st = nodeOf(t, conn, path)
+	if _, marked := inst.Metadata[sd.MetadataOutBy]; inst.Status() != sd.StatusUp || marked {
+		t.Fatalf("node back UP: %+v, want UP without %s", inst.Metadata, sd.MetadataOutBy)
+	}
+	if st.Version != v+2 {
+		t.Fatalf("node version %d, want %d: UP and the mark's removal are one setData", st.Version, v+2)
+	}
+
+	// Out by health, then drained: the operator wins.
+	sp.sick.Store(true)
+	testutil.WaitFor(t, "out by health again", func() bool { return len(sp.Health()) == 3 })
+	data, st, err := conn.Get(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drained, err := sd.Drain(sd.CuratorCodec{}, "quote", "marked", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Set(path, drained, st.Version); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the drain seen", func() bool {
+		h := sp.Health()
+		return len(h) == 4 && h[3].By == provider.ByOperator && !h[3].Healthy
+	})
+	if inst, _ := nodeOf(t, conn, path); sd.OutOfServiceBy(inst) != sd.DrainedByOperator || inst.Metadata[sd.MetadataOutBy] != sd.OutByHealth {
+		t.Fatalf("node drained while out by health: %+v, want by operator", inst.Metadata)
+	}
+	// The check passes: its mark goes, the drain stays.
+	sp.sick.Store(false)
+	testutil.WaitFor(t, "the check passed again", func() bool {
+		h := sp.Health()
+		return len(h) == 5 && h[4].Healthy && h[4].By == provider.ByHealth
+	})
+	testutil.WaitFor(t, "the health mark removed", func() bool {
+		inst, _ := nodeOf(t, conn, path)
+		_, marked := inst.Metadata[sd.MetadataOutBy]
+		return !marked
+	})
+	if inst, _ := nodeOf(t, conn, path); inst.Status() != sd.StatusOutOfService || sd.OutOfServiceBy(inst) != sd.DrainedByOperator {
+		t.Fatalf("drained node after the check passed: %+v, want OUT_OF_SERVICE by operator", inst.Metadata)
+	}
+
+	data, st, err = conn.Get(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	undrained, err := sd.Undrain(sd.CuratorCodec{}, "quote", "marked", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Set(path, undrained, st.Version); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "UP after undrain, unmarked", func() bool {
+		inst, _ := nodeOf(t, conn, path)
+		return inst.Status() == sd.StatusUp && sd.OutOfServiceBy(inst) == "" && len(inst.Metadata[sd.MetadataOutBy]) == 0
+	})
+}

@@ -60,4 +60,9 @@
 // OUT_OF_SERVICE into its node (Drain; gracekit drain): its Registrar keeps
 // the node OUT_OF_SERVICE, through re-creations after an expiry, until the
 // marker is removed (Undrain). The node's ACL decides who may.
+// MetadataOutBy ("out_by") records what else took it out: SetStatusBy
+// writes out_by=health with the health check's OUT_OF_SERVICE, in the same
+// setData, and removes it with UP. It is only a record: the Registrar holds
+// a node out for MetadataDrainedBy, never for MetadataOutBy.
+// OutOfServiceBy reads both (the operator wins).
 package sd

@@ -23,6 +23,30 @@ const MetadataDrainedBy = "drained_by"
 // (gracekit drain).
 const DrainedByOperator = "operator"
 
+// MetadataOutBy is the metadata key that says what else took the instance
+// out of rotation: its owner's SetStatusBy writes it with the status, in
+// the same setData, and removes it when the instance is UP again. It is a
+// record, not a hold: unlike MetadataDrainedBy, the Registrar never keeps
+// a node out because of it.
+const MetadataOutBy = "out_by"
+
+// OutByHealth is MetadataOutBy's value while the provider's health check
+// holds the instance out.
+const OutByHealth = "health"
+
+// OutOfServiceBy says who took inst out of rotation: MetadataDrainedBy
+// when an operator drained it (the operator's word wins), else
+// MetadataOutBy while its status is OUT_OF_SERVICE; "" when nobody said.
+func OutOfServiceBy(inst Instance) string {
+	if by := inst.Metadata[MetadataDrainedBy]; by != "" {
+		return by
+	}
+	if inst.Status() == StatusOutOfService {
+		return inst.Metadata[MetadataOutBy]
+	}
+	return ""
+}
+
 // Drain returns a node's data, as codec reads it, with the operator's
 // marker and OUT_OF_SERVICE; every other field is kept.
 func Drain(codec Codec, service, child string, data []byte) ([]byte, error) {

@@ -655,7 +655,7 @@ func (r *Registrar) writeStatus(ctx context.Context) error {
 	full := r.c.full(r.path)
 	for attempt := 0; ; attempt++ {
 		r.mu.Lock()
-		want, status := r.want, r.inst.Status()
+		want, status, outBy := r.want, r.inst.Status(), r.inst.Metadata[MetadataOutBy]
 		r.mu.Unlock()
 		var data []byte
 		var stat *zk.Stat
@@ -686,7 +686,7 @@ func (r *Registrar) writeStatus(ctx context.Context) error {
 				status = StatusOutOfService
 			}
 		}
-		if err == nil && cur.Status() == status {
+		if err == nil && cur.Status() == status && cur.Metadata[MetadataOutBy] == outBy {
 			r.markWrote(want)
 			return nil
 		}
@@ -697,6 +697,11 @@ func (r *Registrar) writeStatus(ctx context.Context) error {
 			cur.Metadata = map[string]string{}
 		}
 		cur.Metadata[MetadataStatus] = string(status)
+		if outBy != "" {
+			cur.Metadata[MetadataOutBy] = outBy
+		} else {
+			delete(cur.Metadata, MetadataOutBy)
+		}
 		out, err := r.codec.Encode(cur)
 		if err != nil {
 			return err
@@ -719,13 +724,36 @@ func (r *Registrar) writeStatus(ctx context.Context) error {
 // OUT_OF_SERVICE hides the instance from readers without removing it. When
 // ctx ends first, the Registrar keeps writing it, after any disconnect or
 // expiry, until DeregisterContext. Before Register it returns
-// ErrNotRegistered, and Register writes the status.
+// ErrNotRegistered, and Register writes the status. UP removes the
+// MetadataOutBy mark of SetStatusBy; OUT_OF_SERVICE keeps it.
 func (r *Registrar) SetStatus(ctx context.Context, status Status) error {
+	return r.setStatus(ctx, status, "", true)
+}
+
+// SetStatusBy is SetStatus that also records who takes the instance out:
+// by (OutByHealth for the health check) goes into MetadataOutBy in the
+// same setData as the status, and UP (by "") removes it. The mark is only
+// a record: an operator's drain (MetadataDrainedBy) still holds the node
+// OUT_OF_SERVICE, and the mark never does.
+func (r *Registrar) SetStatusBy(ctx context.Context, status Status, by string) error {
+	if status == StatusUp && by != "" {
+		return &ConfigError{"out_by", by, "empty with UP"}
+	}
+	return r.setStatus(ctx, status, by, false)
+}
+
+func (r *Registrar) setStatus(ctx context.Context, status Status, by string, keepBy bool) error {
 	if status != StatusUp && status != StatusOutOfService {
 		return &ConfigError{"status", string(status), "UP or OUT_OF_SERVICE"}
 	}
 	r.mu.Lock()
 	r.inst.Metadata[MetadataStatus] = string(status)
+	switch {
+	case by != "":
+		r.inst.Metadata[MetadataOutBy] = by
+	case !keepBy || status == StatusUp:
+		delete(r.inst.Metadata, MetadataOutBy)
+	}
 	r.want++
 	want := r.want
 	r.mu.Unlock()

@@ -50,6 +50,11 @@ type lsInstance struct {
 	// DrainedBy says who drained the instance (sd.MetadataDrainedBy:
 	// "operator"), empty when nobody did.
 	DrainedBy string `json:"drained_by,omitempty"`
+	// OutBy says who took the instance out of rotation (sd.OutOfServiceBy):
+	// "operator" when drained (the operator wins), "health" while its
+	// health check holds it OUT_OF_SERVICE (sd.MetadataOutBy); empty when
+	// nobody said.
+	OutBy string `json:"out_by,omitempty"`
 	// Registered is Curator's registrationTimeUTC: when the instance first
 	// registered. gracekit's Registrar and Curator keep it when they
 	// re-create the node after a session expiry.
@@ -157,6 +162,7 @@ func lsNode(n nodeScan, now time.Time) lsInstance {
 		li.Status = string(n.inst.Status())
 		li.Metadata = n.inst.Metadata
 		li.DrainedBy = n.inst.Metadata[sd.MetadataDrainedBy]
+		li.OutBy = sd.OutOfServiceBy(n.inst)
 		if !n.inst.RegistrationTime.IsZero() {
 			rt := msTime{n.inst.RegistrationTime.UTC()}
 			li.Registered = &rt
@@ -208,8 +214,8 @@ func writeLsText(w io.Writer, out lsOutput) error {
 				creator = "no (" + i.OwnerKind + ")"
 			}
 			status := i.Status
-			if i.DrainedBy != "" {
-				status += " (by " + i.DrainedBy + ")"
+			if i.OutBy != "" {
+				status += " (by " + i.OutBy + ")"
 			}
 			line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", s.Name, i.ID, addr, port, ssl, status, reg, age, owner, creator)
 			if i.Error != "" {

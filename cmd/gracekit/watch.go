@@ -49,6 +49,7 @@ type watchEvent struct {
 	SSLPort   int    `json:"ssl_port,omitempty"`
 	Status    string `json:"status,omitempty"`
 	DrainedBy string `json:"drained_by,omitempty"` // who drained it (gracekit drain)
+	OutBy     string `json:"out_by,omitempty"`     // who took it out: operator or health (as ls)
 	OldStatus string `json:"old_status,omitempty"` // for "status"
 	Owner     string `json:"owner,omitempty"`
 	Error     string `json:"error,omitempty"`
@@ -272,8 +273,8 @@ func watchText(ev watchEvent) string {
 	case ev.Status != "":
 		s += "  " + ev.Status
 	}
-	if ev.DrainedBy != "" {
-		s += " (by " + ev.DrainedBy + ")"
+	if ev.OutBy != "" {
+		s += " (by " + ev.OutBy + ")"
 	}
 	if ev.Error != "" {
 		s += "  (" + ev.Error + ")"
@@ -655,6 +656,7 @@ func (w *watcher) event(now time.Time, kind, name string, r row, oldStatus strin
 	return watchEvent{
 		Time: msTime{now}, Event: kind, Service: w.service, ID: name, Path: path.Join(w.dir, name),
 		Address: r.address, Port: r.port, SSLPort: r.sslPort, Status: r.status, OldStatus: oldStatus, DrainedBy: r.metadata[sd.MetadataDrainedBy],
+		OutBy: sd.OutOfServiceBy(sd.Instance{Metadata: r.metadata}),
 		Owner: r.owner, Error: r.err,
 	}
 }
