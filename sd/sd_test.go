@@ -445,6 +445,9 @@ func TestIDHeldByAnotherSessionIsRefused(t *testing.T) {
 	c := zktest.New(t)
 	a, b := newClient(t, c), newClient(t, c)
 	register(t, a, instance("dup", 9901))
+	// b's own session opens with its first call: not within the short
+	// ctx below, which is for the conflict.
+	register(t, b, instance("warm", 9902))
 	r, err := sd.NewRegistrar(b, instance("dup", 9901))
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -39,7 +40,8 @@ type Conn struct {
 	wg   sync.WaitGroup
 	once sync.Once
 
-	frames sync.Pool // large reply frames given back by Reply.Release
+	frames  sync.Pool   // large reply frames given back by Reply.Release
+	closing atomic.Bool // Close began: the server's hang-up is ErrClosed
 }
 
 // Reply is a reply to a request: its header, its body (after the
@@ -345,6 +347,9 @@ func (call *Call) Wait(ctx context.Context) (Reply, error) {
 
 // fail spends the Conn: pending calls end with err.
 func (c *Conn) fail(err error) {
+	if c.closing.Load() {
+		err = ErrClosed
+	}
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
@@ -426,6 +431,7 @@ func (c *Conn) ping() {
 func (c *Conn) Close() {
 	c.once.Do(func() {
 		if c.Err() == nil {
+			c.closing.Store(true)
 			// Waits for the server's answer (at most a second), so that
 			// the session is gone from the server when Close returns.
 			ctx, cancel := context.WithTimeout(context.Background(), min(c.timeout, time.Second))
