@@ -308,7 +308,7 @@ func TestAnEmptySetRightAfterAnOutageIsHeldThenPushed(t *testing.T) {
 		return len(states) > len(before)
 	})
 	recovered := time.Now() // the error cleared no later than this
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitLimit) // the provider reconnects after the whole ensemble restarted
 	defer cancel()
 	if err := q1.reg.DeregisterContext(ctx); err != nil {
 		t.Fatal(err)
