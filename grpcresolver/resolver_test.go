@@ -307,7 +307,7 @@ func TestAnEmptySetRightAfterAnOutageIsHeldThenPushed(t *testing.T) {
 		states, _ := rec.snapshot()
 		return len(states) > len(before)
 	})
-	recovered := time.Now() // the error cleared no later than this
+	recovered := time.Now()                                                      // the error cleared no later than this
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitLimit) // the provider reconnects after the whole ensemble restarted
 	defer cancel()
 	if err := q1.reg.DeregisterContext(ctx); err != nil {
