@@ -307,8 +307,9 @@ func TestAnEmptySetRightAfterAnOutageIsHeldThenPushed(t *testing.T) {
 		states, _ := rec.snapshot()
 		return len(states) > len(before)
 	})
-	recovered := time.Now()                                                      // the error cleared no later than this
-	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitLimit) // the provider reconnects after the whole ensemble restarted
+	recovered := time.Now() // the error cleared no later than this
+	// The provider reconnects after the whole ensemble restarted.
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitLimit)
 	defer cancel()
 	if err := q1.reg.DeregisterContext(ctx); err != nil {
 		t.Fatal(err)
