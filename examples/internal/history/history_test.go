@@ -303,3 +303,16 @@ func TestCheckCountsEachValidatorsAssertions(t *testing.T) {
 		}
 	}
 }
+
+func TestChangesSeenInOneReadAreNotOrdered(t *testing.T) {
+	h := clean()
+	// b's expiry and c's stop seen in one read: the consumer saw c go
+	// first ({a,b} is no older than that read).
+	h.Truth = append(h.Truth, change(6000, Created, pathC, 30, "c:1", true),
+		change(7000, Deleted, pathB, 20, "b:1", false), change(7000, Deleted, pathC, 30, "c:1", false))
+	h.Publishes = append(h.Publishes, pub(6100, "instancer", m("b:1", 0), m("c:1", 0)),
+		pub(6990, "instancer", m("b:1", 0)), pub(7010, "instancer"))
+	if r := GoingBack(h, NewTruth(h), DefaultBounds); len(r.Violations) != 0 {
+		t.Errorf("violations %+v for an order the truth recorder could not see", r.Violations)
+	}
+}

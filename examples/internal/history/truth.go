@@ -44,7 +44,24 @@ func NewTruth(h *History) *Truth {
 	changes := slices.Clone(h.Truth)
 	slices.SortStableFunc(changes, func(a, b Change) int { return a.At.Compare(b.At) })
 	up := map[string]map[string]int{} // service -> addr -> UP registrations
-	for _, c := range changes {
+	// Changes the recorder saw in one read (one time) came in an order it
+	// does not know (a session's ephemerals go in one transaction): a
+	// service's set is noted once per read, not after each change.
+	dirty := map[string]bool{}
+	flush := func(at time.Time) {
+		for svc := range dirty {
+			ss := t.states[svc]
+			now := sortedKeys(up[svc])
+			if len(ss) == 0 || !slices.Equal(ss[len(ss)-1].Addrs, now) {
+				t.states[svc] = append(ss, State{At: at, Addrs: now})
+			}
+		}
+		clear(dirty)
+	}
+	for i, c := range changes {
+		if i > 0 && !c.At.Equal(changes[i-1].At) {
+			flush(changes[i-1].At)
+		}
 		r := t.regs[c.Key]
 		if r == nil {
 			if c.Kind == Deleted {
@@ -78,8 +95,11 @@ func NewTruth(h *History) *Truth {
 			} else if up[r.Service][r.Addr]--; up[r.Service][r.Addr] <= 0 {
 				delete(up[r.Service], r.Addr)
 			}
-			t.states[r.Service] = append(t.states[r.Service], State{At: c.At, Addrs: sortedKeys(up[r.Service])})
+			dirty[r.Service] = true
 		}
+	}
+	if len(changes) > 0 {
+		flush(changes[len(changes)-1].At)
 	}
 	return t
 }

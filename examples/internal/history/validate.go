@@ -200,16 +200,23 @@ func GoingBack(h *History, t *Truth, b Bounds) Report {
 			if len(got) == 0 {
 				lo, hi = -1, -1 // the empty service before its first instance
 			}
+			var prev []string
 			for i, st := range states {
 				if st.At.After(p.At.Add(b.Skew)) {
 					break
 				}
-				if slices.Equal(st.Addrs, got) {
+				switch {
+				case slices.Equal(st.Addrs, got):
 					if lo == -2 {
 						lo = i
 					}
 					hi = i
+				case !slices.Equal(prev, got) && between(prev, st.Addrs, got):
+					// A set on the way from the one before: the
+					// changes of one read came in an unknown order.
+					hi = i
 				}
+				prev = st.Addrs
 			}
 			if hi == -2 {
 				continue
@@ -372,4 +379,21 @@ func Requests(h *History) Report {
 		return k, fmt.Sprintf("%d orders answered OK that no provider executed, the first sent at %s", a.n, ts(a.first))
 	})
 	return r
+}
+
+// between tells whether x can be a set on the way from a to b, the
+// changes between them made in some order: it holds what both hold, and
+// nothing neither holds.
+func between(a, b, x []string) bool {
+	for _, v := range a {
+		if slices.Contains(b, v) && !slices.Contains(x, v) {
+			return false
+		}
+	}
+	for _, v := range x {
+		if !slices.Contains(a, v) && !slices.Contains(b, v) {
+			return false
+		}
+	}
+	return true
 }
