@@ -33,28 +33,6 @@ func (l *countingLister) List(ctx context.Context) ([]target, error) {
 	return l.lister.List(ctx)
 }
 
-// afterFlushKey marks, in a forwarded request's ctx, that it reached the
-// gateway once the drain's flush had been answered.
-type afterFlushKey struct{}
-
-// lateTransport counts the calls to addr of requests marked afterFlushKey.
-type lateTransport struct {
-	http.RoundTripper
-	addr string
-	late *atomic.Int64
-}
-
-func (t lateTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if after, _ := r.Context().Value(afterFlushKey{}).(bool); after && r.URL.Host == t.addr {
-		t.late.Add(1)
-	}
-	return t.RoundTripper.RoundTrip(r)
-}
-
-func (t lateTransport) CloseIdleConnections() {
-	t.RoundTripper.(interface{ CloseIdleConnections() }).CloseIdleConnections()
-}
-
 // Issue 22, for the Spring-style cached gateway: gracekit drain, the CLI
 // an operator runs, takes a provider out under load. Its drain flushes
 // the gateway (GET /flushCache, as on a failed health check), which
@@ -77,31 +55,15 @@ func TestAnOperatorDrainEvictsFromTheCachedGateway(t *testing.T) {
 	c := newCache(src, ttl, newMetrics(), slog.New(slog.DiscardHandler))
 	c.now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
 	g := &gateway{cache: c, service: "quote", m: newMetrics(), client: newClient()}
-	mux := g.mux()
-	var draining, flushed atomic.Bool
-	var before, late atomic.Int64
-	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/flushCache" {
-			mux.ServeHTTP(w, r)
-			if draining.Load() && r.URL.Query().Get("id") == "q1" {
-				flushed.Store(true) // answered
-			}
-			return
-		}
-		after := flushed.Load()
-		if !after {
-			before.Add(1)
-			defer before.Add(-1)
-		}
-		mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), afterFlushKey{}, after)))
-	}))
+	fw := &flushWatch{id: "q1"}
+	gw := httptest.NewServer(fw.handler(g.mux()))
 	t.Cleanup(gw.Close) // after the providers' stops, which flush it
 	t.Cleanup(g.client.CloseIdleConnections)
 
 	rec := zktest.NewSessionRecorder()
 	q1 := startHealthProvider(t, zkc, "q1", gw.URL+"/flushCache", sd.SessionTimeout(4*time.Second), sd.Dialer(rec.Dial))
 	q2 := startHealthProvider(t, zkc, "q2", gw.URL+"/flushCache")
-	g.client.Transport = lateTransport{g.client.Transport, q1.Addr().String(), &late}
+	g.client.Transport = fw.transport(g.client.Transport, q1.Addr().String())
 	path := "/services/quote/q1"
 
 	// reread moves the cache's clock past its TTL and waits for the read
@@ -156,19 +118,19 @@ func TestAnOperatorDrainEvictsFromTheCachedGateway(t *testing.T) {
 	testutil.WaitFor(t, "q1 and q2 serving", func() bool { return q1.served.Load() > 20 && q2.served.Load() > 20 })
 
 	reads := src.reads.Load()
-	draining.Store(true)
+	fw.armed.Store(true)
 	cli.Run(t, "drain", "quote", "q1", "-zk", zkc.ConnectString())
 	testutil.WaitFor(t, "q1 out of rotation by the operator", func() bool {
 		h := q1.Health()
 		return len(h) == 1 && !h[0].Healthy && h[0].By == provider.ByOperator
 	})
-	if h := q1.Health()[0]; h.Err != nil || !flushed.Load() {
-		t.Fatalf("drain transition %+v, gateway answered the flush: %v; want it flushed", h, flushed.Load())
+	if h := q1.Health()[0]; h.Err != nil || !fw.flushed.Load() {
+		t.Fatalf("drain transition %+v, gateway answered the flush: %v; want it flushed", h, fw.flushed.Load())
 	}
 	if ids := cached(); slices.Contains(ids, "q1") || src.reads.Load() != reads {
 		t.Fatalf("after the flush the cache lists %v after %d reads of ZooKeeper, want q1 evicted by the flush alone", ids, src.reads.Load()-reads)
 	}
-	testutil.WaitFor(t, "the requests routed before the flush answered", func() bool { return before.Load() == 0 })
+	testutil.WaitFor(t, "the requests routed before the flush answered", func() bool { return fw.inFlightBefore() == 0 })
 	held := q1.served.Load()
 	if inst := node(t, conn, path); inst.Status() != sd.StatusOutOfService || inst.Metadata[sd.MetadataDrainedBy] != sd.DrainedByOperator {
 		t.Fatalf("node while drained: %+v", inst.Metadata)
@@ -210,7 +172,7 @@ func TestAnOperatorDrainEvictsFromTheCachedGateway(t *testing.T) {
 	if n := q1.served.Load() - held; n != 0 {
 		t.Fatalf("q1 served %d requests while drained, after those routed before the flush answered", n)
 	}
-	if n := late.Load(); n != 0 {
+	if n := fw.late.Load(); n != 0 {
 		t.Fatalf("the gateway sent q1 %d requests it routed after it answered the drain's flush", n)
 	}
 

@@ -79,10 +79,12 @@ func TestACachedGatewayDropsASickInstanceAndTakesItBack(t *testing.T) {
 	g := &gateway{cache: newCache(&zkLister{conn: conn, path: "/services/quote", service: "quote"}, time.Second, newMetrics(), slog.New(slog.DiscardHandler)),
 		service: "quote", m: newMetrics(), client: newClient()}
 	defer g.client.CloseIdleConnections()
-	gw := httptest.NewServer(g.mux())
+	fw := &flushWatch{id: "q1"}
+	gw := httptest.NewServer(fw.handler(g.mux()))
 	defer gw.Close()
 	sick := startHealthProvider(t, zkc, "q1", gw.URL+"/flushCache")
 	startHealthProvider(t, zkc, "q2", gw.URL+"/flushCache")
+	g.client.Transport = fw.transport(g.client.Transport, sick.Addr().String())
 
 	var (
 		stop   = make(chan struct{})
@@ -115,18 +117,25 @@ func TestACachedGatewayDropsASickInstanceAndTakesItBack(t *testing.T) {
 	defer func() { close(stop); wg.Wait() }()
 	waitFor(t, "q1 serving", func() bool { return sick.served.Load() > 20 })
 
+	fw.armed.Store(true)
 	sick.sick.Store(true)
 	waitFor(t, "q1 out of rotation, flushed", func() bool {
 		h := sick.Health()
-		return len(h) == 1 && !h[0].Healthy
+		return len(h) == 1 && !h[0].Healthy && fw.flushed.Load()
 	})
 	if h := sick.Health(); h[0].Err == nil {
 		t.Fatalf("transition %+v, want the check's error", h[0])
 	}
+	// Requests routed before the flush was answered may still be on their
+	// way to q1; none routed after it may reach it.
+	waitFor(t, "the requests routed before the flush answered", func() bool { return fw.inFlightBefore() == 0 })
 	after := sick.served.Load()
 	time.Sleep(1500 * time.Millisecond) // past the cache's TTL: a re-read drops it too
 	if n := sick.served.Load() - after; n != 0 {
-		t.Fatalf("q1 served %d requests after the flush was acknowledged", n)
+		t.Fatalf("q1 served %d requests after the flush was acknowledged and those routed before it were done", n)
+	}
+	if n := fw.late.Load(); n != 0 {
+		t.Fatalf("the gateway sent q1 %d requests it routed after it answered the flush", n)
 	}
 
 	sick.sick.Store(false)
