@@ -555,8 +555,22 @@ func (c *Client) awaitSettled(ctx context.Context) error {
 // errNoServer is the error of a call that waited the connect timeout
 // while no server ever gave a session.
 func (c *Client) errNoServer() error {
-	return fmt.Errorf("sd: no ZooKeeper server of %v gave a session within %v: check the connect string and that the ensemble is up: %w",
-		c.servers, c.opts.connectTimeout, zk.ErrNoServer)
+	return &noServerError{fmt.Errorf("sd: no ZooKeeper server of %v gave a session within %v: check the connect string and that the ensemble is up: %w",
+		c.servers, c.opts.connectTimeout, zk.ErrNoServer)}
+}
+
+// noServerError is errNoServer's type: unlike a lost connection, which a
+// call waits out, it is final, since no server ever answered (a wrong
+// connect string would otherwise be retried for ever).
+type noServerError struct{ err error }
+
+func (e *noServerError) Error() string { return e.err.Error() }
+func (e *noServerError) Unwrap() error { return e.err }
+
+// neverConnected tells whether err is errNoServer's.
+func neverConnected(err error) bool {
+	var ns *noServerError
+	return errors.As(err, &ns)
 }
 
 // hadSession tells whether a server ever gave the Client a session, its

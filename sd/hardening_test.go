@@ -2,9 +2,13 @@ package sd_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
+	"net"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -409,5 +413,80 @@ func TestASlowSubscriberHoldsUpNobodyElse(t *testing.T) {
 	defer in.Deregister(other)
 	if got := (<-other).Instances; got[0] != "127.0.0.1:8701" {
 		t.Fatalf("a subscriber's change reached another: %v", got)
+	}
+}
+
+// cutAtCreate is a dialer whose connection hangs up at the first create
+// request (of any kind), as a connection lost between the parents' creates
+// of a registration would: before sending it (afterSend false: the write
+// fails) or once it is sent, before its reply (the request's fate is
+// unknown, its call fails with zk.ErrConnectionClosed).
+type cutAtCreate struct {
+	afterSend bool
+	done      atomic.Bool
+	cuts      atomic.Int32
+}
+
+func (d *cutAtCreate) Dial(network, address string, timeout time.Duration) (net.Conn, error) {
+	c, err := net.DialTimeout(network, address, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &cutAtCreateConn{Conn: c, d: d}, nil
+}
+
+type cutAtCreateConn struct {
+	net.Conn
+	d      *cutAtCreate
+	writes int
+}
+
+func (c *cutAtCreateConn) Write(b []byte) (int, error) {
+	c.writes++
+	// The first write is the connect request, which has no opcode; then
+	// each write is one frame: length, xid, opcode.
+	if c.writes > 1 && len(b) >= 12 {
+		switch int32(binary.BigEndian.Uint32(b[8:12])) {
+		case 1, 15, 19: // create, create2, createContainer
+			if c.d.done.CompareAndSwap(false, true) {
+				c.d.cuts.Add(1)
+				if c.d.afterSend {
+					n, err := c.Conn.Write(b)
+					c.Conn.Close()
+					return n, err
+				}
+				c.Conn.Close() // the write below fails as on a reset connection
+			}
+		}
+	}
+	return c.Conn.Write(b)
+}
+
+// Issue 24, seed 4 of 50: a connection lost under the parents' create of
+// a registration is waited out as one lost under the node's own create:
+// RegisterContext registers once the connection is back, instead of
+// returning "sd: create <parent>: zk: connection closed" (or the socket's
+// write error).
+func TestRegisterWaitsOutAConnectionLostUnderItsParentsCreate(t *testing.T) {
+	t.Parallel()
+	c := zktest.New(t)
+	look := testutil.ZKConn(t, c.Addrs())
+	for i, afterSend := range []bool{false, true} {
+		dial := &cutAtCreate{afterSend: afterSend}
+		cl := newClient(t, c, sd.Dialer(dial.Dial), sd.SessionTimeout(4*time.Second))
+		r, err := sd.NewRegistrar(cl, instance(fmt.Sprintf("cutparents%d", i), 8611))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.RegisterContext(ctxFor(t)); err != nil {
+			t.Fatalf("RegisterContext with the connection lost under a parent's create (after its send: %v): %v", afterSend, err)
+		}
+		if dial.cuts.Load() != 1 {
+			t.Fatalf("%d cuts, want the first create cut", dial.cuts.Load())
+		}
+		if _, stat, err := look.Get(r.Path()); err != nil || stat.EphemeralOwner != cl.SessionID() {
+			t.Fatalf("node after the registration: %v, %+v; want it held by the client's session", err, stat)
+		}
+		r.Deregister()
 	}
 }

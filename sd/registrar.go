@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"path"
 	"sync"
 	"time"
@@ -348,17 +349,27 @@ func (r *Registrar) RegisterContext(ctx context.Context) error {
 	if err := r.waitCalls(ctx); err != nil {
 		return fmt.Errorf("sd: register %s: a ZooKeeper call of the previous registration is still under way: %w", r.path, err)
 	}
-	if err := r.ensureParents(ctx); err != nil {
-		return err
-	}
-	var watch <-chan zk.Event // armed once, re-armed only after it fired
+	var (
+		parents bool            // made once; ensure re-makes them if reaped
+		watch   <-chan zk.Event // armed once, re-armed only after it fired
+	)
 	for {
-		err := r.ensure(ctx)
+		var err error
+		if !parents {
+			err = r.ensureParents(ctx)
+			parents = err == nil
+		}
+		if err == nil {
+			err = r.ensure(ctx)
+		}
 		if err == nil {
 			break
 		}
+		// A connection lost under the parents' creates is waited out as
+		// one lost under the node's; an ensemble that never answered is
+		// not.
 		var conflict *ConflictError
-		if !errors.As(err, &conflict) && !isTransient(err) {
+		if neverConnected(err) || !errors.As(err, &conflict) && !isTransient(err) {
 			return err
 		}
 		// Wait for the holder's node to go (or the connection to return).
@@ -390,8 +401,11 @@ func (r *Registrar) RegisterContext(ctx context.Context) error {
 }
 
 func isTransient(err error) bool {
+	// go-zookeeper hands a request whose write failed the socket's own
+	// error (a *net.OpError), not ErrConnectionClosed, and reconnects.
+	var op *net.OpError
 	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrSessionExpired) ||
-		errors.Is(err, zk.ErrNoServer) || errors.Is(err, zk.ErrSessionMoved)
+		errors.Is(err, zk.ErrNoServer) || errors.Is(err, zk.ErrSessionMoved) || errors.As(err, &op)
 }
 
 // call runs a ZooKeeper call of this Registrar and returns its error, or
@@ -450,6 +464,9 @@ func (r *Registrar) waitCalls(ctx context.Context) error {
 // live session is a conflict.
 func (r *Registrar) ensure(ctx context.Context) error {
 	full := r.c.full(r.path)
+	if err := r.c.awaitSettled(ctx); err != nil {
+		return err // errNoServer when no server ever answered
+	}
 	session := r.c.SessionID()
 	if session == 0 {
 		// Between an expiry and the next session: our own new node could
