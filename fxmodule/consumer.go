@@ -57,7 +57,7 @@ type commonParams struct {
 	Logger *slog.Logger `optional:"true"`
 	// Metrics, when supplied, are updated (see Metrics).
 	Metrics *Metrics `optional:"true"`
-	// GoKit is ReadGoKitNodes'.
+	// GoKit is ReadGoKitNodes' or ReadGoKitTwins'.
 	GoKit *readGoKit `optional:"true"`
 }
 
@@ -117,7 +117,7 @@ func (s *settings) newCalling(p commonParams) (*calling, error) {
 func (s *settings) consumerOver(sess *sd.Session, p commonParams) (*consumer.Consumer, error) {
 	in := []sd.InstancerOption{sd.BasePath(s.BasePath)}
 	if p.GoKit != nil {
-		in = append(in, sd.WithCodec(sd.MixedCodec{}))
+		in = append(in, sd.WithCodec(sd.MixedCodec{RouteTwins: p.GoKit.routeTwins}))
 	}
 	c, err := consumer.New(sess,
 		consumer.WithLogger(p.logger()),

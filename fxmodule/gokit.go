@@ -81,4 +81,14 @@ func (g *goKitTwin) stop(ctx context.Context) error {
 // routed once. Use it while go-kit providers remain under Config.BasePath.
 func ReadGoKitNodes() fx.Option { return fx.Supply(&readGoKit{}) }
 
-type readGoKit struct{}
+// ReadGoKitTwins is ReadGoKitNodes for an app whose Config.BasePath is a
+// go-kit path that gracekit providers write only their twins under
+// (GoKitRegistration(path) with the providers' own base path elsewhere, so
+// that Curator and Spring readers of that base path find nothing but
+// JSON): twins are read as instances in rotation (sd.MixedCodec's
+// RouteTwins), beside go-kit's own nodes. Such an instance leaves when its
+// twin goes, the stop's first step; gracekit's status, flush and tombstones
+// do not reach it. Use one of ReadGoKitNodes and ReadGoKitTwins.
+func ReadGoKitTwins() fx.Option { return fx.Supply(&readGoKit{routeTwins: true}) }
+
+type readGoKit struct{ routeTwins bool }

@@ -121,3 +121,91 @@ func TestReadGoKitNodesRoutesToGoKitProviders(t *testing.T) {
 		t.Errorf("%d nodes counted as malformed, want 0", st.Malformed)
 	}
 }
+
+// Issue 23: a gracekit provider registered for a migration is listed by
+// every kind of consumer, each reading it the way it reads any service: a
+// stock Apache Curator client (Spring's) under the provider's base path,
+// where it finds nothing but Curator JSON; a stock go-kit sd/zk consumer,
+// unchanged, under go-kit's path, where the provider wrote its twin beside
+// a provider still on go-kit's own Registrar, and it gets instance strings
+// only; and a gracekit consumer of go-kit's path (ReadGoKitTwins), both
+// providers, none malformed. The same Curator client pointed at go-kit's
+// path fails, as docs/MIGRATING.md says, since a go-kit node is no JSON.
+// The stop empties every list.
+func TestAMigratingProviderIsListedByCuratorGoKitAndGracekit(t *testing.T) {
+	t.Parallel()
+	zkc := zktest.New(t)
+	kit := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "go-kit") }))
+	defer kit.Close()
+	kitAddr := strings.TrimPrefix(kit.URL, "http://")
+	kitClient, err := kitzk.NewClient(zkc.Addrs(), log.NewNopLogger(), kitzk.EventHandler(func(zk.Event) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kitClient.Stop()
+	kitzk.NewRegistrar(kitClient, kitzk.Service{Path: "/services", Name: "quote", Data: []byte(kitAddr)}, log.NewNopLogger()).Register()
+
+	port := testutil.FreePort(t)
+	cfg := providerConfig(zkc, "quote-1", port)
+	cfg.BasePath = "/discovery"
+	prov := fxtest.New(t, fx.Supply(cfg), fx.Provide(helloServer), fxmodule.Discovery, fxmodule.GoKitRegistration("/services"))
+	kitCh := goKitEvents(t, zkc, "/services/quote")
+	var c *consumer.Consumer
+	cons := fxtest.New(t, fx.Supply(fxmodule.Config{ZKServers: zkc.ConnectString(), BasePath: "/services"}),
+		fxmodule.Consumer, fxmodule.ReadGoKitTwins(), fx.Populate(&c))
+	cons.RequireStart()
+	defer cons.RequireStop()
+	in, err := c.Instancer(context.Background(), "quote")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan kitsd.Event, 16)
+	in.Register(ch)
+	defer in.Deregister(ch)
+
+	prov.RequireStart()
+	want := "127.0.0.1:" + strconv.Itoa(port)
+	both := []string{kitAddr, want}
+	slices.Sort(both)
+	sorted := func(got []string) []string { got = slices.Clone(got); slices.Sort(got); return got }
+	waitKit(t, kitCh, "go-kit's consumer lists both providers and nothing else", func(got []string) bool { return slices.Equal(sorted(got), both) })
+	waitKit(t, ch, "gracekit's consumer lists both", func(got []string) bool { return slices.Equal(sorted(got), both) })
+	if st := in.Stats(); st.Malformed != 0 {
+		t.Errorf("gracekit's consumer counted %d nodes malformed, want 0", st.Malformed)
+	}
+	got, err := testutil.CuratorList(t, zkc.ConnectString(), "/discovery", "quote")
+	if err != nil || !slices.Equal(got, []string{"quote-1 127.0.0.1 " + strconv.Itoa(port) + " null UP"}) {
+		t.Fatalf("Curator's queryForInstances under /discovery: %q, %v; want quote-1, UP", got, err)
+	}
+	if got, err := testutil.CuratorList(t, zkc.ConnectString(), "/services", "quote"); err == nil {
+		t.Errorf("Curator's queryForInstances under go-kit's path: %q, want the failure MIGRATING.md states", got)
+	} else {
+		t.Logf("Curator under go-kit's path, as documented: %v", err)
+	}
+
+	prov.RequireStop()
+	waitKit(t, kitCh, "go-kit's consumer lists the go-kit provider only", func(got []string) bool { return slices.Equal(got, []string{kitAddr}) })
+	waitKit(t, ch, "gracekit's consumer lists the go-kit provider only", func(got []string) bool { return slices.Equal(got, []string{kitAddr}) })
+	if got, err := testutil.CuratorList(t, zkc.ConnectString(), "/discovery", "quote"); err != nil || len(got) != 0 {
+		t.Fatalf("Curator after the stop: %q, %v; want no instance", got, err)
+	}
+}
+
+// goKitEvents is a stock go-kit sd/zk Instancer's events for path.
+func goKitEvents(t *testing.T, zkc *zktest.Cluster, path string) chan kitsd.Event {
+	t.Helper()
+	client, err := kitzk.NewClient(zkc.Addrs(), log.NewNopLogger(), kitzk.EventHandler(func(zk.Event) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Stop)
+	in, err := kitzk.NewInstancer(client, path, log.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(in.Stop)
+	ch := make(chan kitsd.Event, 64)
+	in.Register(ch)
+	t.Cleanup(func() { in.Deregister(ch) })
+	return ch
+}

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the tests and the demo need to run a real ZooKeeper: the
-# distribution's zookeeper package (ZooKeeper 3.8 and a Java runtime).
-# Idempotent: it does nothing when ZooKeeper is already there.
+# distribution's zookeeper package (ZooKeeper 3.8 and a Java runtime), and
+# Apache Curator's x-discovery client (libcurator-discovery-java, 5.4.0 on
+# Debian 12), which the compatibility tests run as a Spring service would.
+# Idempotent: it does nothing when both are already there.
 set -euo pipefail
 
 have_zookeeper() {
@@ -11,7 +13,13 @@ have_zookeeper() {
   [ -f /usr/share/java/zookeeper.jar ]
 }
 
-if have_zookeeper; then
+# Curator is a test dependency only: the demo and a ZOOKEEPER_HOME
+# install do without it (testutil.CuratorList names this script when it
+# is missing).
+curator_jar=/usr/share/java/curator-x-discovery.jar
+have_curator() { [ -f "$curator_jar" ] || [ -n "${CURATOR_CLASSPATH:-}" ] || ! command -v apt-get >/dev/null 2>&1; }
+
+if have_zookeeper && have_curator; then
   exit 0
 fi
 
@@ -22,6 +30,8 @@ install-zookeeper: this is not a Debian or Ubuntu machine, so install by hand:
   - Apache ZooKeeper 3.8 or newer, unpacked anywhere;
 then export ZOOKEEPER_HOME=/path/to/apache-zookeeper-3.8.x-bin
 (or ZOOKEEPER_CLASSPATH=<its jars joined by ':'>) and run the command again.
+For the tests, also Apache Curator 5's curator-x-discovery with its
+dependencies: export CURATOR_CLASSPATH=<those jars joined by ':'>.
 MSG
   exit 1
 fi
@@ -33,15 +43,18 @@ if [ "$(id -u)" -ne 0 ]; then
   fi
 fi
 
-echo "install-zookeeper: installing the distribution's zookeeper package" >&2
+pkgs="zookeeper libcurator-discovery-java"
+echo "install-zookeeper: installing the distribution's packages: $pkgs" >&2
 export DEBIAN_FRONTEND=noninteractive
-if ! apt-cache show zookeeper >/dev/null 2>&1; then
+if ! apt-cache show zookeeper libcurator-discovery-java >/dev/null 2>&1; then
   $SUDO apt-get update -qq
 fi
-$SUDO apt-get install -y -qq --no-install-recommends zookeeper >/dev/null || {
+# shellcheck disable=SC2086 # $pkgs is a list
+$SUDO apt-get install -y -qq --no-install-recommends $pkgs >/dev/null || {
   # A stale package list is the usual reason: refresh once and retry.
   $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends zookeeper >/dev/null
+  $SUDO apt-get install -y -qq --no-install-recommends $pkgs >/dev/null
 }
 have_zookeeper || { echo "install-zookeeper: zookeeper installed but /usr/share/java/zookeeper.jar is missing" >&2; exit 1; }
+[ -f "$curator_jar" ] || { echo "install-zookeeper: libcurator-discovery-java installed but $curator_jar is missing" >&2; exit 1; }
 echo "install-zookeeper: ready ($(dpkg-query -W -f='${Version}' zookeeper 2>/dev/null || echo unknown))" >&2

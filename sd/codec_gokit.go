@@ -112,18 +112,28 @@ func decodeGoKit(service, child string, data []byte) (Instance, error) {
 // MixedCodec reads a service whose nodes are mixed during a migration from
 // go-kit's sd/zk: Curator JSON nodes (gracekit's, Curator's, Spring's) as
 // CuratorCodec does, go-kit nodes as GoKitCodec does, and neither counted
-// as malformed. A go-kit twin (a node named GoKitTwinPrefix + id, written
-// beside a gracekit registration for go-kit consumers) is read as out of
-// service, with MetadataTwinOf, so that the instance is routed once,
-// through its Curator node, whose status follows the stop. It writes as
-// CuratorCodec does.
-type MixedCodec struct{ CuratorCodec }
+// as malformed. It writes as CuratorCodec does.
+//
+// A go-kit twin (a node named GoKitTwinPrefix + id, written by a gracekit
+// provider for go-kit consumers) carries MetadataTwinOf. Where the twins
+// stand beside their Curator nodes (GoKitRegistration's path is the
+// provider's base path), a twin is read as out of service, so that the
+// instance is routed once, through its Curator node, whose status follows
+// the stop. Where they stand under a path of their own (the go-kit path,
+// with the Curator nodes elsewhere, so that Curator readers find no node
+// that is not JSON), set RouteTwins: a twin is then read as a go-kit node,
+// in rotation while it exists.
+type MixedCodec struct {
+	CuratorCodec
+	// RouteTwins reads twins as instances in rotation; see above.
+	RouteTwins bool
+}
 
 var _ Codec = MixedCodec{}
 
 // Decode reads the node as Curator JSON when its data is a JSON object,
 // as a go-kit twin when its name says so, and as a go-kit node otherwise.
-func (MixedCodec) Decode(service, child string, data []byte) (Instance, error) {
+func (c MixedCodec) Decode(service, child string, data []byte) (Instance, error) {
 	if d := bytes.TrimLeft(data, " \t\r\n"); len(d) > 0 && d[0] == '{' {
 		return CuratorCodec{}.Decode(service, child, data)
 	}
@@ -133,7 +143,9 @@ func (MixedCodec) Decode(service, child string, data []byte) (Instance, error) {
 	}
 	if id, ok := strings.CutPrefix(child, GoKitTwinPrefix); ok && id != "" {
 		inst.Metadata[MetadataTwinOf] = id
-		inst.Metadata[MetadataStatus] = string(StatusOutOfService)
+		if !c.RouteTwins {
+			inst.Metadata[MetadataStatus] = string(StatusOutOfService)
+		}
 	}
 	return inst, nil
 }

@@ -60,7 +60,7 @@ func TestGoKitCodecDecodesInstanceStrings(t *testing.T) {
 }
 
 // MixedCodec reads Curator JSON as CuratorCodec does, a twin as out of
-// service, and anything else as go-kit's.
+// service (in rotation with RouteTwins), and anything else as go-kit's.
 func TestMixedCodecTellsTheKindsApart(t *testing.T) {
 	curator, err := sd.CuratorCodec{}.Encode(sd.Instance{Name: "quote", ID: "quote-1", Address: "10.0.0.7", Port: 8080})
 	if err != nil {
@@ -73,6 +73,10 @@ func TestMixedCodecTellsTheKindsApart(t *testing.T) {
 	twin, err := sd.MixedCodec{}.Decode("quote", sd.GoKitCodec{}.NodeName(inst), []byte("10.0.0.7:8080"))
 	if err != nil || twin.Status() != sd.StatusOutOfService || twin.Metadata[sd.MetadataTwinOf] != "quote-1" {
 		t.Fatalf("twin: %+v, %v; want out of service, twin of quote-1", twin, err)
+	}
+	routed, err := sd.MixedCodec{RouteTwins: true}.Decode("quote", sd.GoKitCodec{}.NodeName(inst), []byte("10.0.0.7:8080"))
+	if err != nil || routed.Status() != sd.StatusUp || routed.Metadata[sd.MetadataTwinOf] != "quote-1" || routed.HostPort() != "10.0.0.7:8080" {
+		t.Fatalf("twin with RouteTwins: %+v, %v; want in rotation, twin of quote-1", routed, err)
 	}
 	kit, err := sd.MixedCodec{}.Decode("quote", "_c_9b2f-0000000004", []byte("10.0.0.8:8080"))
 	if err != nil || kit.Status() != sd.StatusUp || kit.Address != "10.0.0.8" {
@@ -190,5 +194,32 @@ func TestAMixedServiceIsReadByGoKitCuratorAndGracekitConsumers(t *testing.T) {
 			t.Errorf("the gracekit consumer lost the provider with its twin: %q", ev.Instances)
 		}
 	default: // nothing it routes changed: no event needed
+	}
+}
+
+// A stock Apache Curator client (Debian's 5.4.0, as Spring Cloud Zookeeper
+// configures it) lists what gracekit's Registrar writes, with its status,
+// through a status change; the fixtures hold what Curator itself writes.
+func TestAStockCuratorClientListsOurRegistrations(t *testing.T) {
+	t.Parallel()
+	zkc := zktest.New(t)
+	cl := newClient(t, zkc)
+	inst := instance("curated", 8711)
+	inst.SSLPort = 8712
+	inst.Metadata = map[string]string{"zone": "a"}
+	r := register(t, cl, inst)
+	register(t, cl, instance("curated", 8713))
+	got, err := testutil.CuratorList(t, zkc.ConnectString(), "/services", "curated")
+	slices.Sort(got)
+	if want := []string{"curated-8711 127.0.0.1 8711 8712 UP", "curated-8713 127.0.0.1 8713 null UP"}; err != nil || !slices.Equal(got, want) {
+		t.Fatalf("Curator's queryForInstances: %q, %v; want %q", got, err, want)
+	}
+	if err := r.SetStatus(ctxFor(t), sd.StatusOutOfService); err != nil {
+		t.Fatal(err)
+	}
+	got, err = testutil.CuratorList(t, zkc.ConnectString(), "/services", "curated")
+	slices.Sort(got)
+	if want := []string{"curated-8711 127.0.0.1 8711 8712 OUT_OF_SERVICE", "curated-8713 127.0.0.1 8713 null UP"}; err != nil || !slices.Equal(got, want) {
+		t.Fatalf("Curator's queryForInstances after SetStatus: %q, %v; want %q", got, err, want)
 	}
 }
