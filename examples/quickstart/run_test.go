@@ -1,0 +1,294 @@
+package quickstart_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/gracekit/gracekit/internal/testutil"
+	"github.com/gracekit/gracekit/zktest"
+)
+
+// freshModule writes the README's programs, as the page shows them, into a
+// new module whose go.mod has only a require and a replace of the library
+// to this checkout (the checkout's go.sum spares a download of what it
+// already lists), runs go mod tidy and builds them: it returns the
+// binaries by quickstart name (provider, gateway, grpc, byhand).
+func freshModule(t *testing.T) map[string]string {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	fs := files(t)
+	for _, block := range programs(t) {
+		name := ""
+		for p, src := range fs {
+			if src == block {
+				name = filepath.Dir(p)
+			}
+		}
+		if name == "" {
+			t.Fatal("a README program is none of the quickstart files (TestREADMEProgramsAreTheQuickstartFiles says which)")
+		}
+		if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name, "main.go"), []byte(block), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	goVersion := ""
+	mod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(mod), "\n") {
+		if v, ok := strings.CutPrefix(l, "go "); ok {
+			goVersion = v
+		}
+	}
+	gomod := fmt.Sprintf("module example.com/readme\n\ngo %s\n\nrequire github.com/gracekit/gracekit v0.0.0\n\nreplace github.com/gracekit/gracekit => %s\n", goVersion, root)
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("go", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go %s in a fresh module with only a replace to the checkout: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	run("mod", "tidy")
+	run("vet", "./...")
+	run("build", "-o", "bin/", "./...")
+	bins := map[string]string{}
+	for p := range fs {
+		name := filepath.Dir(p)
+		bins[name] = filepath.Join(dir, "bin", name)
+	}
+	return bins
+}
+
+// readmeEnv is the environment the README's shell block sets for
+// `go run ./quickstart/<name>`, with the test's ZooKeeper for
+// GRACEKIT_ZK_SERVERS and free ports for the *_PORT variables (the
+// README's are taken, most likely, on a shared machine).
+func readmeEnv(t *testing.T, name, zkServers string) []string {
+	t.Helper()
+	doc, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.ReplaceAll(string(doc), "\\\n", " ")
+	var env []string
+	cmd := "go run ./quickstart/" + name
+	for _, line := range strings.Split(text, "\n") {
+		i := strings.Index(line, cmd)
+		if i < 0 {
+			continue
+		}
+		if rest := line[i+len(cmd):]; rest != "" && !strings.ContainsAny(rest[:1], " `)") {
+			continue // another program whose name starts with name's
+		}
+		before := line[:i]
+		if j := strings.LastIndex(before, "`"); j >= 0 {
+			before = before[j+1:] // inline code in a sentence
+		}
+		for _, f := range strings.Fields(before) {
+			k, v, ok := strings.Cut(f, "=")
+			if !ok || !strings.HasPrefix(k, "GRACEKIT_") {
+				continue
+			}
+			switch {
+			case k == "GRACEKIT_ZK_SERVERS":
+				v = zkServers
+			case strings.HasSuffix(k, "_PORT"):
+				v = strconv.Itoa(testutil.FreePort(t))
+			}
+			env = append(env, k+"="+v)
+		}
+		break
+	}
+	if len(env) == 0 {
+		t.Fatalf("the README shows no `GRACEKIT_...=... go run ./quickstart/%s`", name)
+	}
+	return env
+}
+
+func envValue(env []string, k string) string {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, k+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// process is a quickstart binary running with the README's environment.
+type process struct {
+	cmd  *exec.Cmd
+	out  *strings.Builder
+	done chan error
+}
+
+func start(t *testing.T, bin string, env []string) *process {
+	t.Helper()
+	p := &process{cmd: exec.Command(bin), out: new(strings.Builder), done: make(chan error, 1)}
+	p.cmd.Env = append(os.Environ(), env...)
+	pr, pw := io.Pipe()
+	p.cmd.Stdout, p.cmd.Stderr = pw, pw
+	lines := make(chan struct{})
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			p.out.WriteString(sc.Text() + "\n")
+		}
+	}()
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { err := p.cmd.Wait(); pw.Close(); <-lines; p.done <- err }()
+	t.Cleanup(func() { _ = p.cmd.Process.Kill() })
+	return p
+}
+
+// stop sends SIGTERM and wants exit 0 within the stop's time.
+func (p *process) stop(t *testing.T, what string) string {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.done:
+		if err != nil {
+			t.Fatalf("%s after SIGTERM: %v\n%s", what, err, p.out.String())
+		}
+	case <-time.After(40 * time.Second):
+		t.Fatalf("%s did not exit within 40s of SIGTERM", what)
+	}
+	return p.out.String()
+}
+
+func registered(t *testing.T, conn *zk.Conn, service string) []string {
+	t.Helper()
+	ids, _, err := conn.Children("/services/" + service)
+	if err != nil && err != zk.ErrNoNode {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// Issue 23: every program of the README builds, as the page shows it, in
+// a reader's fresh module with only a replace to the checkout; each
+// quickstart, run with the variables its README block names, registers,
+// serves (the gateway routes to the provider, byhand calls it once, the
+// gRPC provider answers its RPC and the standard health service) and
+// leaves on SIGTERM, exit 0, its node gone; run with nothing set, the HTTP
+// provider exits 1 naming what to set.
+func TestQuickstartsRunAsTheREADMESays(t *testing.T) {
+	bins := freshModule(t)
+	zkc := zktest.New(t)
+	conn := testutil.ZKConn(t, zkc.Addrs())
+
+	bare := exec.Command(bins["provider"])
+	bare.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	out, err := bare.CombinedOutput()
+	if code := bare.ProcessState.ExitCode(); code != 1 || !strings.Contains(string(out), "GRACEKIT_ZK_SERVERS") {
+		t.Fatalf("provider with nothing set: exit %d (%v), output %q; want 1 naming GRACEKIT_ZK_SERVERS", code, err, out)
+	}
+
+	penv := readmeEnv(t, "provider", zkc.ConnectString())
+	prov := start(t, bins["provider"], penv)
+	testutil.WaitFor(t, "the provider registered", func() bool { return len(registered(t, conn, "quote")) == 1 })
+	resp, err := http.Get("http://127.0.0.1:" + envValue(penv, "GRACEKIT_PORT") + "/quote?symbol=ABC")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var quote map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&quote)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || quote["symbol"] != "ABC" {
+		t.Fatalf("GET /quote: %d %v", resp.StatusCode, quote)
+	}
+
+	genv := readmeEnv(t, "gateway", zkc.ConnectString())
+	gw := start(t, bins["gateway"], genv)
+	testutil.WaitFor(t, "the gateway registered", func() bool { return len(registered(t, conn, "gateway")) == 1 })
+	testutil.WaitFor(t, "the gateway routes GET /price to the provider", func() bool {
+		resp, err := http.Get("http://127.0.0.1:" + envValue(genv, "GRACEKIT_PORT") + "/price?symbol=ABC")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var got map[string]any
+		return resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&got) == nil && got["price"] == 12.34
+	})
+
+	by := exec.Command(bins["byhand"])
+	by.Env = append(os.Environ(), readmeEnv(t, "byhand", zkc.ConnectString())...)
+	if out, err := by.CombinedOutput(); err != nil || !strings.Contains(string(out), "12.34") {
+		t.Fatalf("byhand: %v\n%s", err, out)
+	}
+
+	renv := readmeEnv(t, "grpc", zkc.ConnectString())
+	rp := start(t, bins["grpc"], renv)
+	svc := envValue(renv, "GRACEKIT_SERVICE")
+	testutil.WaitFor(t, "the gRPC provider registered", func() bool { return len(registered(t, conn, svc)) == 1 })
+	cc, err := grpc.NewClient(net.JoinHostPort("127.0.0.1", envValue(renv, "GRACEKIT_GRPC_PORT")), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	price := new(wrapperspb.DoubleValue)
+	if err := cc.Invoke(ctx, "/quote.Quotes/Get", wrapperspb.String("ABC"), price); err != nil || price.Value != 12.34 {
+		t.Fatalf("quote.Quotes/Get: %v, %v", price, err)
+	}
+	if h, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health: %v, %v; want SERVING", h, err)
+	}
+
+	for _, p := range []struct {
+		what, service string
+		p             *process
+	}{{"the gRPC provider", svc, rp}, {"the gateway", "gateway", gw}, {"the provider", "quote", prov}} {
+		logs := p.p.stop(t, p.what)
+		if ids := registered(t, conn, p.service); len(ids) != 0 {
+			t.Errorf("%s left %v registered", p.what, ids)
+		}
+		if !strings.Contains(logs, "registered") || !strings.Contains(logs, "deregistered") {
+			t.Errorf("%s logged no registered/deregistered line through slog.Default():\n%s", p.what, logs)
+		}
+	}
+}
