@@ -200,6 +200,7 @@ type entry struct {
 	czxid   int64  // of the node read, malformed or not
 	version int32  // data version read
 	pub     string // what is published for inst, rendered once
+	out     bool   // inst is OUT_OF_SERVICE: read once, not per publish
 }
 
 // NewInstancer starts watching service under the base path and returns

@@ -327,7 +327,7 @@ func (in *Instancer) readAndStore(w recWork, names []string, full bool) ([]named
 			run := make([]named, 0, len(reads))
 			for i := lo; i < lo+len(reads); i++ {
 				if decoded[i] != nil {
-					run = append(run, named{names[i], decoded[i]})
+					run = append(run, named{names[i], decoded[i].pub, decoded[i]})
 				}
 			}
 			slices.SortFunc(run, byPub)

@@ -686,7 +686,7 @@ func (in *Instancer) decodeAt(name, nodePath string, data []byte, stat *zk.Stat)
 	}
 	inst.Path = nodePath
 	inst.Czxid, inst.Version, inst.EphemeralOwner = stat.Czxid, stat.Version, stat.EphemeralOwner
-	return &entry{inst: inst, ok: true, czxid: stat.Czxid, version: stat.Version, pub: in.render(inst)}
+	return &entry{inst: inst, ok: true, czxid: stat.Czxid, version: stat.Version, pub: in.render(inst), out: inst.Status() == StatusOutOfService}
 }
 
 // setErrLocked publishes err with the current set; it stays on every event
@@ -716,7 +716,7 @@ func (in *Instancer) publishOrderedLocked(hint []named) {
 	all := in.orderedLocked(hint)
 	ents := all[:0] // filtered in place, in order
 	for _, e := range all {
-		if !e.ok || e.inst.Status() == StatusOutOfService {
+		if !e.ok || e.out {
 			continue
 		}
 		if t, ok := in.tombs[e.inst.ID]; ok {

@@ -18,7 +18,7 @@ func TestMergeRunsIsASort(t *testing.T) {
 			var run []named
 			for range r.IntN(40) {
 				e := &entry{pub: fmt.Sprintf("10.0.%d.%d:80", r.IntN(4), r.IntN(30))}
-				run = append(run, named{e.pub, e})
+				run = append(run, named{e.pub, e.pub, e})
 			}
 			slices.SortFunc(run, byPub)
 			runs = append(runs, run)
@@ -49,13 +49,13 @@ func TestOrderHintIsUsedOnlyWhenItIsTheStoredSet(t *testing.T) {
 		hint    []named
 		used    bool
 	}{
-		{"exact", map[string]*entry{"a": a, "b": b, "c": c}, []named{{"a", a}, {"b", b}, {"c", c}}, true},
-		{"an entry stored after it", map[string]*entry{"a": a, "b": b, "c": c}, []named{{"a", a}, {"c", c}}, false},
-		{"an entry replaced after it", map[string]*entry{"a": a, "b": mk("10.0.0.9:80"), "c": c}, []named{{"a", a}, {"b", b}, {"c", c}}, false},
-		{"an entry forgotten after it", map[string]*entry{"a": a, "c": c}, []named{{"a", a}, {"b", b}, {"c", c}}, false},
+		{"exact", map[string]*entry{"a": a, "b": b, "c": c}, []named{{"a", a.pub, a}, {"b", b.pub, b}, {"c", c.pub, c}}, true},
+		{"an entry stored after it", map[string]*entry{"a": a, "b": b, "c": c}, []named{{"a", a.pub, a}, {"c", c.pub, c}}, false},
+		{"an entry replaced after it", map[string]*entry{"a": a, "b": mk("10.0.0.9:80"), "c": c}, []named{{"a", a.pub, a}, {"b", b.pub, b}, {"c", c.pub, c}}, false},
+		{"an entry forgotten after it", map[string]*entry{"a": a, "c": c}, []named{{"a", a.pub, a}, {"b", b.pub, b}, {"c", c.pub, c}}, false},
 		// A listing that names a child twice, beside an unreadable child
 		// kept from before: as long as the stored set, and each one stored.
-		{"a child listed twice", map[string]*entry{"a": a, "c": c}, []named{{"a", a}, {"a", a}}, false},
+		{"a child listed twice", map[string]*entry{"a": a, "c": c}, []named{{"a", a.pub, a}, {"a", a.pub, a}}, false},
 		{"none", map[string]*entry{"c": c, "a": a, "b": b}, nil, false},
 	} {
 		in := &Instancer{entries: tc.entries}
