@@ -304,9 +304,22 @@ func TestWholeEnsembleDownKeepsLastSetAndRecovers(t *testing.T) {
 	waitSet(t, ch, "127.0.0.1:4001")
 	// ZooKeeper may resume the old session after a restart or expire it;
 	// either way the node must be there, owned by the provider's session.
+	// What the last look saw is logged on a failure (one CI run failed
+	// here under load, and its output said nothing of why).
+	var last string
+	defer func() {
+		if t.Failed() {
+			t.Logf("last look: %s; provider state %v, registrar czxid %d", last, provider.State(), r.Czxid())
+		}
+	}()
 	testutil.WaitFor(t, "the provider registered in a live session", func() bool {
 		_, st, err := testutil.ZKConn(t, c.Addrs()).Get(r.Path())
-		return err == nil && st.EphemeralOwner == provider.SessionID()
+		if err != nil {
+			last = fmt.Sprintf("get %s: %v", r.Path(), err)
+			return false
+		}
+		last = fmt.Sprintf("node owned by session %#x, the provider's is %#x (before the outage %#x)", st.EphemeralOwner, provider.SessionID(), before.EphemeralOwner)
+		return st.EphemeralOwner == provider.SessionID()
 	})
 	t.Logf("session after the outage: new=%v", provider.SessionID() != before.EphemeralOwner)
 	register(t, provider, instance("dark", 4002))
