@@ -173,11 +173,12 @@ func TestAMigratingProviderIsListedByCuratorGoKitAndGracekit(t *testing.T) {
 	if st := in.Stats(); st.Malformed != 0 {
 		t.Errorf("gracekit's consumer counted %d nodes malformed, want 0", st.Malformed)
 	}
-	got, err := testutil.CuratorList(t, zkc.ConnectString(), "/discovery", "quote")
+	curator := testutil.NewCurator(t, zkc.ConnectString())
+	got, err := curator.List(t, "/discovery", "quote")
 	if err != nil || !slices.Equal(got, []string{"quote-1 127.0.0.1 " + strconv.Itoa(port) + " null UP"}) {
 		t.Fatalf("Curator's queryForInstances under /discovery: %q, %v; want quote-1, UP", got, err)
 	}
-	if got, err := testutil.CuratorList(t, zkc.ConnectString(), "/services", "quote"); err == nil {
+	if got, err := curator.List(t, "/services", "quote"); err == nil {
 		t.Errorf("Curator's queryForInstances under go-kit's path: %q, want the failure MIGRATING.md states", got)
 	} else {
 		t.Logf("Curator under go-kit's path, as documented: %v", err)
@@ -186,7 +187,7 @@ func TestAMigratingProviderIsListedByCuratorGoKitAndGracekit(t *testing.T) {
 	prov.RequireStop()
 	waitKit(t, kitCh, "go-kit's consumer lists the go-kit provider only", func(got []string) bool { return slices.Equal(got, []string{kitAddr}) })
 	waitKit(t, ch, "gracekit's consumer lists the go-kit provider only", func(got []string) bool { return slices.Equal(got, []string{kitAddr}) })
-	if got, err := testutil.CuratorList(t, zkc.ConnectString(), "/discovery", "quote"); err != nil || len(got) != 0 {
+	if got, err := curator.List(t, "/discovery", "quote"); err != nil || len(got) != 0 {
 		t.Fatalf("Curator after the stop: %q, %v; want no instance", got, err)
 	}
 }

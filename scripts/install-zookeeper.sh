@@ -14,7 +14,7 @@ have_zookeeper() {
 }
 
 # Curator is a test dependency only: the demo and a ZOOKEEPER_HOME
-# install do without it (testutil.CuratorList names this script when it
+# install do without it (testutil.NewCurator names this script when it
 # is missing).
 curator_jar=/usr/share/java/curator-x-discovery.jar
 have_curator() { [ -f "$curator_jar" ] || [ -n "${CURATOR_CLASSPATH:-}" ] || ! command -v apt-get >/dev/null 2>&1; }

@@ -209,7 +209,8 @@ func TestAStockCuratorClientListsOurRegistrations(t *testing.T) {
 	inst.Metadata = map[string]string{"zone": "a"}
 	r := register(t, cl, inst)
 	register(t, cl, instance("curated", 8713))
-	got, err := testutil.CuratorList(t, zkc.ConnectString(), "/services", "curated")
+	curator := testutil.NewCurator(t, zkc.ConnectString())
+	got, err := curator.List(t, "/services", "curated")
 	slices.Sort(got)
 	if want := []string{"curated-8711 127.0.0.1 8711 8712 UP", "curated-8713 127.0.0.1 8713 null UP"}; err != nil || !slices.Equal(got, want) {
 		t.Fatalf("Curator's queryForInstances: %q, %v; want %q", got, err, want)
@@ -217,7 +218,7 @@ func TestAStockCuratorClientListsOurRegistrations(t *testing.T) {
 	if err := r.SetStatus(ctxFor(t), sd.StatusOutOfService); err != nil {
 		t.Fatal(err)
 	}
-	got, err = testutil.CuratorList(t, zkc.ConnectString(), "/services", "curated")
+	got, err = curator.List(t, "/services", "curated")
 	slices.Sort(got)
 	if want := []string{"curated-8711 127.0.0.1 8711 8712 OUT_OF_SERVICE", "curated-8713 127.0.0.1 8713 null UP"}; err != nil || !slices.Equal(got, want) {
 		t.Fatalf("Curator's queryForInstances after SetStatus: %q, %v; want %q", got, err, want)

@@ -1,13 +1,16 @@
 package testutil
 
 import (
-	"context"
+	"bufio"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,13 +21,20 @@ import (
 // Class-Path names the rest of Curator, Jackson and Guava.
 const curatorJar = "/usr/share/java/curator-x-discovery.jar"
 
-// CuratorList lists service under basePath with a stock Apache Curator
-// x-discovery client (Debian's 5.4.0, configured as Spring Cloud
-// Zookeeper configures it; see curator/ListInstances.java): one
-// "id address port sslPort status" line (sslPort "null" when unset) per instance, or the error of
-// ServiceDiscovery.queryForInstances. It fails the test, with the install
-// command, when Curator or Java is missing.
-func CuratorList(tb testing.TB, connect, basePath, service string) ([]string, error) {
+// Curator is a stock Apache Curator x-discovery client (Debian's 5.4.0,
+// configured as Spring Cloud Zookeeper configures it; see
+// curator/ListInstances.java) connected to an ensemble, in a process of
+// its own that lives as long as the test.
+type Curator struct {
+	mu  sync.Mutex
+	in  io.WriteCloser
+	out *bufio.Scanner
+	cmd *exec.Cmd
+}
+
+// NewCurator starts the client against connect. It fails the test, with
+// the install command, when Curator or Java is missing.
+func NewCurator(tb testing.TB, connect string) *Curator {
 	tb.Helper()
 	java, zkcp, err := zktest.Runtime()
 	if err != nil {
@@ -39,24 +49,56 @@ func CuratorList(tb testing.TB, connect, basePath, service string) ([]string, er
 	}
 	_, file, _, _ := runtime.Caller(0)
 	src := filepath.Join(filepath.Dir(file), "curator", "ListInstances.java")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, java, "-Xshare:auto", "-XX:TieredStopAtLevel=1",
-		"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-		"-cp", cp+string(os.PathListSeparator)+zkcp, src, connect, basePath, service)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	c := &Curator{cmd: exec.Command(java, "-XX:TieredStopAtLevel=1", "-cp", cp+string(os.PathListSeparator)+zkcp, src, connect)}
+	c.cmd.Stderr = io.Discard // SLF4J's "no binding" notice
+	if c.in, err = c.cmd.StdinPipe(); err != nil {
+		tb.Fatal(err)
+	}
+	out, err := c.cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c.out = bufio.NewScanner(out)
+	if err := c.cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		c.in.Close() // the client exits at the end of its input
+		done := make(chan struct{})
+		go func() { _ = c.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = c.cmd.Process.Kill()
+			<-done
+		}
+	})
+	return c
+}
+
+// List lists service under basePath with ServiceDiscovery.queryForInstances:
+// one "id address port sslPort status" line per instance (sslPort "null"
+// when unset), or the query's error.
+func (c *Curator) List(tb testing.TB, basePath, service string) ([]string, error) {
+	tb.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, err := fmt.Fprintf(c.in, "%s %s\n", basePath, service); err != nil {
+		tb.Fatalf("Curator client: %v", err)
+	}
 	var lines []string
-	if s := strings.TrimSpace(string(out)); s != "" {
-		lines = strings.Split(s, "\n")
+	for c.out.Scan() {
+		line := c.out.Text()
+		switch {
+		case line == "END":
+			if len(lines) == 1 && strings.HasPrefix(lines[0], "ERROR ") {
+				return nil, errors.New(strings.TrimPrefix(lines[0], "ERROR "))
+			}
+			return lines, nil
+		default:
+			lines = append(lines, line)
+		}
 	}
-	var exit *exec.ExitError
-	switch {
-	case errors.As(err, &exit) && exit.ExitCode() == 3 && len(lines) > 0 && strings.HasPrefix(lines[0], "ERROR "):
-		return nil, errors.New(strings.TrimPrefix(strings.Join(lines, " "), "ERROR "))
-	case err != nil:
-		tb.Fatalf("Curator client: %v\nstdout: %s\nstderr: %s", err, out, stderr.String())
-	}
-	return lines, nil
+	tb.Fatalf("Curator client ended (%v) after %q", c.out.Err(), lines)
+	return nil, nil
 }

@@ -1,15 +1,20 @@
 // A stock Apache Curator x-discovery client, as Spring Cloud Zookeeper
-// configures it: it lists a service's instances with
-// ServiceDiscovery.queryForInstances and prints one line per instance
-// (id address port sslPort status), or "ERROR <exception>" and exits 3 when the
-// query fails. Run by testutil.CuratorList with Java's source launcher.
+// configures it. Given the connect string, it reads queries from stdin,
+// one "basePath service" per line, and answers each with
+// ServiceDiscovery.queryForInstances: one line per instance
+// (id address port sslPort status), or "ERROR <exception>" when the query
+// fails, then "END". testutil.Curator runs it with Java's source launcher;
+// one process answers a test's queries (a JVM start is seconds under load).
 //
 // The package is Spring's so that the payload class Spring writes, and
 // gracekit writes byte for byte, exists here as in a Spring service.
 package org.springframework.cloud.zookeeper.discovery;
 
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
 import java.util.Collection;
 import java.util.Map;
+import java.util.concurrent.TimeUnit;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
@@ -21,34 +26,42 @@ import org.apache.curator.x.discovery.details.JsonInstanceSerializer;
 
 public class ListInstances {
     public static void main(String[] args) throws Exception {
-        String connect = args[0], basePath = args[1], service = args[2];
         // Jackson resolves the payload's @class through the context class
         // loader; the source launcher's classes are in its own.
         Thread.currentThread().setContextClassLoader(ListInstances.class.getClassLoader());
-        try (CuratorFramework client = CuratorFrameworkFactory.newClient(connect, 10000, 5000, new RetryOneTime(200))) {
+        try (CuratorFramework client = CuratorFrameworkFactory.newClient(args[0], 10000, 5000, new RetryOneTime(200))) {
             client.start();
-            if (!client.blockUntilConnected(10, java.util.concurrent.TimeUnit.SECONDS)) {
-                System.out.println("ERROR not connected to " + connect);
+            if (!client.blockUntilConnected(20, TimeUnit.SECONDS)) {
+                System.out.println("ERROR not connected to " + args[0]);
+                System.out.println("END");
                 System.exit(2);
             }
-            ServiceDiscovery<ZookeeperInstance> discovery = ServiceDiscoveryBuilder.builder(ZookeeperInstance.class)
-                    .client(client).basePath(basePath)
-                    .serializer(new JsonInstanceSerializer<>(ZookeeperInstance.class))
-                    .build();
-            discovery.start();
-            Collection<ServiceInstance<ZookeeperInstance>> instances;
-            try {
-                instances = discovery.queryForInstances(service);
-            } catch (Exception e) {
-                System.out.println("ERROR " + e);
-                System.exit(3);
-                return;
+            BufferedReader in = new BufferedReader(new InputStreamReader(System.in));
+            for (String line; (line = in.readLine()) != null; ) {
+                String[] q = line.trim().split(" ");
+                query(client, q[0], q[1]);
+                System.out.println("END");
+                System.out.flush();
             }
+        }
+    }
+
+    static void query(CuratorFramework client, String basePath, String service) throws Exception {
+        ServiceDiscovery<ZookeeperInstance> discovery = ServiceDiscoveryBuilder.builder(ZookeeperInstance.class)
+                .client(client).basePath(basePath)
+                .serializer(new JsonInstanceSerializer<>(ZookeeperInstance.class))
+                .build();
+        discovery.start();
+        try {
+            Collection<ServiceInstance<ZookeeperInstance>> instances = discovery.queryForInstances(service);
             for (ServiceInstance<ZookeeperInstance> i : instances) {
                 ZookeeperInstance p = i.getPayload();
                 String status = p == null || p.getMetadata() == null ? "" : p.getMetadata().getOrDefault("instance_status", "");
                 System.out.println(i.getId() + " " + i.getAddress() + " " + i.getPort() + " " + i.getSslPort() + " " + status);
             }
+        } catch (Exception e) {
+            System.out.println("ERROR " + e.toString().replace('\n', ' '));
+        } finally {
             discovery.close();
         }
     }
