@@ -103,17 +103,7 @@ func TestReadGoKitNodesRoutesToGoKitProviders(t *testing.T) {
 	defer client.Stop()
 	kitzk.NewRegistrar(client, kitzk.Service{Path: "/services", Name: "quote", Data: []byte(strings.TrimPrefix(kit.URL, "http://"))}, log.NewNopLogger()).Register()
 
-	var c *consumer.Consumer
-	app := fxtest.New(t, fx.Supply(fxmodule.Config{ZKServers: zkc.ConnectString()}), fxmodule.Consumer, fxmodule.ReadGoKitNodes(), fx.Populate(&c))
-	app.RequireStart()
-	defer app.RequireStop()
-	in, err := c.Instancer(context.Background(), "quote")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ch := make(chan kitsd.Event, 16)
-	in.Register(ch)
-	defer in.Deregister(ch)
+	in, ch := readQuote(t, fxmodule.Config{ZKServers: zkc.ConnectString()}, fxmodule.ReadGoKitNodes())
 	waitKit(t, ch, "it lists the go-kit provider", func(got []string) bool {
 		return slices.Equal(got, []string{strings.TrimPrefix(kit.URL, "http://")})
 	})
@@ -150,18 +140,7 @@ func TestAMigratingProviderIsListedByCuratorGoKitAndGracekit(t *testing.T) {
 	cfg.BasePath = "/discovery"
 	prov := fxtest.New(t, fx.Supply(cfg), fx.Provide(helloServer), fxmodule.Discovery, fxmodule.GoKitRegistration("/services"))
 	kitCh := goKitEvents(t, zkc, "/services/quote")
-	var c *consumer.Consumer
-	cons := fxtest.New(t, fx.Supply(fxmodule.Config{ZKServers: zkc.ConnectString(), BasePath: "/services"}),
-		fxmodule.Consumer, fxmodule.ReadGoKitTwins(), fx.Populate(&c))
-	cons.RequireStart()
-	defer cons.RequireStop()
-	in, err := c.Instancer(context.Background(), "quote")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ch := make(chan kitsd.Event, 16)
-	in.Register(ch)
-	defer in.Deregister(ch)
+	in, ch := readQuote(t, fxmodule.Config{ZKServers: zkc.ConnectString(), BasePath: "/services"}, fxmodule.ReadGoKitTwins())
 
 	prov.RequireStart()
 	want := "127.0.0.1:" + strconv.Itoa(port)
@@ -209,4 +188,23 @@ func goKitEvents(t *testing.T, zkc *zktest.Cluster, path string) chan kitsd.Even
 	in.Register(ch)
 	t.Cleanup(func() { in.Deregister(ch) })
 	return ch
+}
+
+// readQuote starts an app with fxmodule.Consumer and read (ReadGoKitNodes
+// or ReadGoKitTwins) and subscribes to its Instancer of "quote"; both end
+// with the test.
+func readQuote(t *testing.T, cfg fxmodule.Config, read fx.Option) (*sd.Instancer, chan kitsd.Event) {
+	t.Helper()
+	var c *consumer.Consumer
+	app := fxtest.New(t, fx.Supply(cfg), fxmodule.Consumer, read, fx.Populate(&c))
+	app.RequireStart()
+	t.Cleanup(app.RequireStop)
+	in, err := c.Instancer(context.Background(), "quote")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan kitsd.Event, 16)
+	in.Register(ch)
+	t.Cleanup(func() { in.Deregister(ch) })
+	return in, ch
 }
