@@ -5,9 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -488,5 +490,113 @@ func TestRegisterWaitsOutAConnectionLostUnderItsParentsCreate(t *testing.T) {
 			t.Fatalf("node after the registration: %v, %+v; want it held by the client's session", err, stat)
 		}
 		r.Deregister()
+	}
+}
+
+// dropReply is a dialer whose connections lose the server's reply to the
+// first request of opcode op (the request reaches the server; pings and
+// every other reply pass), as a server that never answers one request
+// while the connection stays up would.
+type dropReply struct {
+	op      int32
+	dropped atomic.Int32
+}
+
+func (d *dropReply) Dial(network, address string, timeout time.Duration) (net.Conn, error) {
+	c, err := net.DialTimeout(network, address, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &dropReplyConn{Conn: c, d: d, xids: map[int32]bool{}}, nil
+}
+
+type dropReplyConn struct {
+	net.Conn
+	d      *dropReply
+	mu     sync.Mutex
+	xids   map[int32]bool // the requests whose reply is to be dropped
+	writes int
+	reads  int
+	buf    []byte // the rest of the frame being read
+}
+
+func (c *dropReplyConn) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	c.writes++
+	// The first write is the connect request; then one frame a write.
+	if c.writes > 1 && len(b) >= 12 && int32(binary.BigEndian.Uint32(b[8:12])) == c.d.op && c.d.dropped.CompareAndSwap(0, 1) {
+		c.xids[int32(binary.BigEndian.Uint32(b[4:8]))] = true
+	}
+	c.mu.Unlock()
+	return c.Conn.Write(b)
+}
+
+func (c *dropReplyConn) Read(p []byte) (int, error) {
+	for len(c.buf) == 0 {
+		var hdr [4]byte
+		if _, err := io.ReadFull(c.Conn, hdr[:]); err != nil {
+			return 0, err
+		}
+		frame := make([]byte, 4+binary.BigEndian.Uint32(hdr[:]))
+		copy(frame, hdr[:])
+		if _, err := io.ReadFull(c.Conn, frame[4:]); err != nil {
+			return 0, err
+		}
+		c.reads++
+		if c.reads > 1 && len(frame) >= 8 { // the first is the connect response
+			c.mu.Lock()
+			drop := c.xids[int32(binary.BigEndian.Uint32(frame[4:8]))]
+			c.mu.Unlock()
+			if drop {
+				continue
+			}
+		}
+		c.buf = frame
+	}
+	n := copy(p, c.buf)
+	c.buf = c.buf[n:]
+	return n, nil
+}
+
+// A Registrar's call whose reply never comes, on a connection its pings
+// keep alive, gives up after twice the session timeout and is tried
+// again: RegisterContext registers instead of waiting for its ctx, the
+// keeper goes on writing status changes, and the lost call does not hold
+// the deregistration.
+func TestARegistrarCallWhoseReplyNeverComesIsTriedAgain(t *testing.T) {
+	t.Parallel()
+	c := zktest.New(t)
+	look := testutil.ZKConn(t, c.Addrs())
+	for _, op := range []int32{4, 5} { // getData (the registration's first read), setData (a status change)
+		dial := &dropReply{op: op}
+		cl := newClient(t, c, sd.Dialer(dial.Dial), sd.SessionTimeout(2*time.Second))
+		r, err := sd.NewRegistrar(cl, instance("noreply", 8620+int(op)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if err := r.RegisterContext(ctxFor(t)); err != nil {
+			t.Fatalf("op %d: RegisterContext: %v", op, err)
+		}
+		if op == 5 {
+			if err := r.SetStatus(ctxFor(t), sd.StatusOutOfService); err != nil {
+				t.Fatalf("SetStatus with its setData's reply lost: %v", err)
+			}
+			data, _, err := look.Get(r.Path())
+			if err != nil || !strings.Contains(string(data), `"OUT_OF_SERVICE"`) {
+				t.Fatalf("node after SetStatus: %s, %v", data, err)
+			}
+		}
+		if dial.dropped.Load() != 1 {
+			t.Fatalf("op %d: no reply was dropped", op)
+		}
+		t.Logf("op %d: done in %v with one reply lost", op, time.Since(start).Round(time.Millisecond))
+		// The lost call does not hold the deregistration.
+		if err := r.DeregisterContext(ctxFor(t)); err != nil {
+			t.Fatalf("op %d: DeregisterContext after a lost reply: %v", op, err)
+		}
+		if ok, _, err := look.Exists(r.Path()); err != nil || ok {
+			t.Fatalf("op %d: node after DeregisterContext: exists %v, %v", op, ok, err)
+		}
 	}
 }

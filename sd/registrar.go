@@ -8,6 +8,7 @@ import (
 	"net"
 	"path"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -405,12 +406,28 @@ func isTransient(err error) bool {
 	// error (a *net.OpError), not ErrConnectionClosed, and reconnects.
 	var op *net.OpError
 	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrSessionExpired) ||
-		errors.Is(err, zk.ErrNoServer) || errors.Is(err, zk.ErrSessionMoved) || errors.As(err, &op)
+		errors.Is(err, zk.ErrNoServer) || errors.Is(err, zk.ErrSessionMoved) || errors.As(err, &op) ||
+		errors.Is(err, errNoReply)
 }
 
+// errNoReply is a call's error when its reply did not come within
+// replyLimit on a connection that stayed up.
+var errNoReply = errors.New("sd: no reply from ZooKeeper")
+
+// replyLimit is how long a call waits for its reply: twice the session
+// timeout. A live connection answers far sooner, and one that died is
+// closed by go-zookeeper within the session timeout (its requests then
+// fail); a reply lost on a connection kept alive by its pings would
+// otherwise hold the keeper, and every status change and drain it
+// writes, for as long as that connection lives.
+func (r *Registrar) replyLimit() time.Duration { return max(2*r.c.SessionTimeout(), 2*time.Second) }
+
 // call runs a ZooKeeper call of this Registrar and returns its error, or
-// ctx's when ctx ends first. The call is counted until it returns, even
-// when abandoned, so that the next registration can wait for it.
+// ctx's when ctx ends first, or errNoReply after replyLimit. The call is
+// counted until it returns, even when abandoned at ctx's end, so that the
+// next registration can wait for it; one past replyLimit is not: the
+// server answers a session's requests in order, and a connection that
+// lived that long had its later pings answered, so the call has landed.
 func (r *Registrar) call(ctx context.Context, fn func() error) error {
 	if err := r.c.awaitSettled(ctx); err != nil {
 		return err
@@ -421,24 +438,35 @@ func (r *Registrar) call(ctx context.Context, fn func() error) error {
 		r.quiet = make(chan struct{})
 	}
 	r.mu.Unlock()
+	var counted atomic.Bool
+	counted.Store(true)
+	uncount := func() {
+		if !counted.CompareAndSwap(true, false) {
+			return
+		}
+		r.mu.Lock()
+		r.calls--
+		if r.calls == 0 {
+			close(r.quiet)
+			r.quiet = nil
+		}
+		r.mu.Unlock()
+	}
 	done := make(chan error, 1)
 	go func() {
-		defer func() {
-			r.mu.Lock()
-			r.calls--
-			if r.calls == 0 {
-				close(r.quiet)
-				r.quiet = nil
-			}
-			r.mu.Unlock()
-		}()
+		defer uncount()
 		done <- fn()
 	}()
+	limit := time.NewTimer(r.replyLimit())
+	defer limit.Stop()
 	select {
 	case err := <-done:
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-limit.C:
+		uncount()
+		return fmt.Errorf("%w within %v", errNoReply, r.replyLimit())
 	}
 }
 
