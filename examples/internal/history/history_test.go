@@ -316,3 +316,24 @@ func TestChangesSeenInOneReadAreNotOrdered(t *testing.T) {
 		t.Errorf("violations %+v for an order the truth recorder could not see", r.Violations)
 	}
 }
+
+// Seed 3394154872406117236 of 50: the set a consumer publishes on the way
+// through the changes of one read is as new as that read, even when
+// ZooKeeper's set comes back to it later (a creation and a status flip
+// seen in one read, the flip undone the next): publishing the read's own
+// set after it is not going back.
+func TestASetOnTheWayWithinOneReadIsAsNewAsThatRead(t *testing.T) {
+	h := clean()
+	// {b} until 6 s; one read sees c created and a back UP ({a,b,c});
+	// a goes out again at 6.5 s ({b,c}, the set on the way before).
+	h.Truth = append(h.Truth, change(6000, Created, pathC, 30, "c:1", true),
+		change(6000, Changed, pathA, 10, "a:1", true), change(6500, Changed, pathA, 10, "a:1", false))
+	h.Publishes = append(h.Publishes, pub(5990, "instancer", m("b:1", 0), m("c:1", 0)),
+		pub(5995, "instancer", m("a:1", 0), m("b:1", 0), m("c:1", 0)), pub(6490, "instancer", m("b:1", 0), m("c:1", 0)))
+	if r := GoingBack(h, NewTruth(h), DefaultBounds); len(r.Violations) != 0 {
+		t.Errorf("violations %+v for a set on the way within one read", r.Violations)
+	}
+	// Going back from that read's set to the one before it is flagged.
+	h.Publishes = append(h.Publishes, pub(7000, "instancer", m("b:1", 0)))
+	only(t, GoingBack(h, NewTruth(h), DefaultBounds), CheckGoingBack, "instancer")
+}

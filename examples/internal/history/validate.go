@@ -186,19 +186,21 @@ func PhantomsAndResurrections(h *History, t *Truth, b Bounds) Report {
 
 // GoingBack checks that no consumer publishes a set older than one it
 // published before. A set's versions are the indexes of ZooKeeper's sets
-// (of that service) equal to it, up to its time plus b.Skew; a set whose
-// newest version is older than the oldest version of an earlier one went
-// back. Sets equal to none of ZooKeeper's are not compared.
+// (of that service) equal to it, or that it is on the way to from the set
+// before (one read's changes in some order), up to its time plus b.Skew;
+// a set whose newest version is older than the oldest version of an
+// earlier one went back. Sets matching none of ZooKeeper's are not
+// compared.
 func GoingBack(h *History, t *Truth, b Bounds) Report {
 	var r Report
 	for _, s := range streams(h) {
 		states := t.States(s.service)
-		floor, floorAt := -2, time.Time{}
+		floor, floorAt, floorSet := -2, time.Time{}, []string(nil)
 		for _, p := range s.pubs {
 			got := addrsOf(p.Members)
-			lo, hi := -2, -2
+			var cands []int // the versions it may be, oldest first
 			if len(got) == 0 {
-				lo, hi = -1, -1 // the empty service before its first instance
+				cands = append(cands, -1) // the empty service before its first instance
 			}
 			var prev []string
 			for i, st := range states {
@@ -207,32 +209,43 @@ func GoingBack(h *History, t *Truth, b Bounds) Report {
 				}
 				switch {
 				case slices.Equal(st.Addrs, got):
-					if lo == -2 {
-						lo = i
-					}
-					hi = i
+					cands = append(cands, i)
 				case !slices.Equal(prev, got) && between(prev, st.Addrs, got):
 					// A set on the way from the one before: the
 					// changes of one read came in an unknown order.
-					hi = i
+					// It is as new as that read, even when a later
+					// set equals it.
+					cands = append(cands, i)
 				}
 				prev = st.Addrs
 			}
-			if hi == -2 {
+			if len(cands) == 0 {
 				continue
 			}
 			r.Checks++
+			hi := cands[len(cands)-1]
 			if hi < floor {
 				was := "the empty set"
 				if floor >= 0 {
-					was = set(states[floor].Addrs) + " (ZooKeeper's from " + ts(states[floor].At) + ")"
+					was = set(floorSet) + " (ZooKeeper's from " + ts(states[floor].At) + ")"
 				}
 				r.Violations = append(r.Violations, Violation{Check: CheckGoingBack, At: p.At, Consumer: s.consumer, Service: s.service,
 					What: fmt.Sprintf("published %s, ZooKeeper's set until %s at the newest, after publishing %s at %s",
 						set(got), ts(endOf(states, hi)), was, ts(floorAt))})
+				continue
+			}
+			// Its oldest version at or above the floor: the consumer has
+			// not gone back so far, so an older one it equals is not the
+			// one it publishes.
+			lo := hi
+			for _, c := range cands {
+				if c >= floor {
+					lo = c
+					break
+				}
 			}
 			if lo > floor {
-				floor, floorAt = lo, p.At
+				floor, floorAt, floorSet = lo, p.At, got
 			}
 		}
 	}
