@@ -17,9 +17,10 @@ MODULES     ?= . examples bench
 
 all: build test
 
-# Installs ZooKeeper (and Java) from the distribution's packages when missing.
+# Installs ZooKeeper (and Java), and the Curator client the tests run, from
+# the distribution's packages when missing.
 zookeeper:
-	@scripts/install-zookeeper.sh
+	@scripts/install-zookeeper.sh --curator
 
 build:
 	@set -e; for m in $(MODULES); do echo "build: $$m"; (cd $$m && $(GO) build $(PKGS)); done

@@ -94,18 +94,11 @@ func TestGoKitRegistrationRefusesARelativePath(t *testing.T) {
 func TestReadGoKitNodesRoutesToGoKitProviders(t *testing.T) {
 	t.Parallel()
 	zkc := zktest.New(t)
-	kit := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "go-kit") }))
-	defer kit.Close()
-	client, err := kitzk.NewClient(zkc.Addrs(), log.NewNopLogger(), kitzk.EventHandler(func(zk.Event) {}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Stop()
-	kitzk.NewRegistrar(client, kitzk.Service{Path: "/services", Name: "quote", Data: []byte(strings.TrimPrefix(kit.URL, "http://"))}, log.NewNopLogger()).Register()
+	kitAddr := goKitProvider(t, zkc)
 
 	in, ch := readQuote(t, fxmodule.Config{ZKServers: zkc.ConnectString()}, fxmodule.ReadGoKitNodes())
 	waitKit(t, ch, "it lists the go-kit provider", func(got []string) bool {
-		return slices.Equal(got, []string{strings.TrimPrefix(kit.URL, "http://")})
+		return slices.Equal(got, []string{kitAddr})
 	})
 	if st := in.Stats(); st.Malformed != 0 {
 		t.Errorf("%d nodes counted as malformed, want 0", st.Malformed)
@@ -125,21 +118,13 @@ func TestReadGoKitNodesRoutesToGoKitProviders(t *testing.T) {
 func TestAMigratingProviderIsListedByCuratorGoKitAndGracekit(t *testing.T) {
 	t.Parallel()
 	zkc := zktest.New(t)
-	kit := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "go-kit") }))
-	defer kit.Close()
-	kitAddr := strings.TrimPrefix(kit.URL, "http://")
-	kitClient, err := kitzk.NewClient(zkc.Addrs(), log.NewNopLogger(), kitzk.EventHandler(func(zk.Event) {}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kitClient.Stop()
-	kitzk.NewRegistrar(kitClient, kitzk.Service{Path: "/services", Name: "quote", Data: []byte(kitAddr)}, log.NewNopLogger()).Register()
+	kitAddr := goKitProvider(t, zkc)
 
 	port := testutil.FreePort(t)
 	cfg := providerConfig(zkc, "quote-1", port)
 	cfg.BasePath = "/discovery"
 	prov := fxtest.New(t, fx.Supply(cfg), fx.Provide(helloServer), fxmodule.Discovery, fxmodule.GoKitRegistration("/services"))
-	kitCh := goKitEvents(t, zkc, "/services/quote")
+	kitCh := testutil.GoKitEvents(t, zkc.Addrs(), "/services/quote")
 	in, ch := readQuote(t, fxmodule.Config{ZKServers: zkc.ConnectString(), BasePath: "/services"}, fxmodule.ReadGoKitTwins())
 
 	prov.RequireStart()
@@ -171,25 +156,6 @@ func TestAMigratingProviderIsListedByCuratorGoKitAndGracekit(t *testing.T) {
 	}
 }
 
-// goKitEvents is a stock go-kit sd/zk Instancer's events for path.
-func goKitEvents(t *testing.T, zkc *zktest.Cluster, path string) chan kitsd.Event {
-	t.Helper()
-	client, err := kitzk.NewClient(zkc.Addrs(), log.NewNopLogger(), kitzk.EventHandler(func(zk.Event) {}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.Stop)
-	in, err := kitzk.NewInstancer(client, path, log.NewNopLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(in.Stop)
-	ch := make(chan kitsd.Event, 64)
-	in.Register(ch)
-	t.Cleanup(func() { in.Deregister(ch) })
-	return ch
-}
-
 // readQuote starts an app with fxmodule.Consumer and read (ReadGoKitNodes
 // or ReadGoKitTwins) and subscribes to its Instancer of "quote"; both end
 // with the test.
@@ -207,4 +173,21 @@ func readQuote(t *testing.T, cfg fxmodule.Config, read fx.Option) (*sd.Instancer
 	in.Register(ch)
 	t.Cleanup(func() { in.Deregister(ch) })
 	return in, ch
+}
+
+// goKitProvider serves HTTP and registers it under /services/quote with
+// go-kit's own sd/zk Registrar, until the test ends; it returns the
+// instance string.
+func goKitProvider(t *testing.T, zkc *zktest.Cluster) string {
+	t.Helper()
+	kit := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "go-kit") }))
+	t.Cleanup(kit.Close)
+	client, err := kitzk.NewClient(zkc.Addrs(), log.NewNopLogger(), kitzk.EventHandler(func(zk.Event) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Stop)
+	addr := strings.TrimPrefix(kit.URL, "http://")
+	kitzk.NewRegistrar(client, kitzk.Service{Path: "/services", Name: "quote", Data: []byte(addr)}, log.NewNopLogger()).Register()
+	return addr
 }

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs what the tests and the demo need to run a real ZooKeeper: the
-# distribution's zookeeper package (ZooKeeper 3.8 and a Java runtime), and
-# Apache Curator's x-discovery client (libcurator-discovery-java, 5.4.0 on
-# Debian 12), which the compatibility tests run as a Spring service would.
-# Idempotent: it does nothing when both are already there.
+# distribution's zookeeper package (ZooKeeper 3.8 and a Java runtime).
+# With --curator (make zookeeper, which the tests use) also Apache
+# Curator's x-discovery client (libcurator-discovery-java, 5.4.0 on Debian
+# 12), which the compatibility tests run as a Spring service would.
+# Idempotent: it does nothing when what it is asked for is there.
 set -euo pipefail
 
 have_zookeeper() {
@@ -13,11 +14,12 @@ have_zookeeper() {
   [ -f /usr/share/java/zookeeper.jar ]
 }
 
-# Curator is a test dependency only: the demo and a ZOOKEEPER_HOME
-# install do without it (testutil.NewCurator names this script when it
-# is missing).
+# Curator is a test dependency only: the demo does without it
+# (testutil.NewCurator names this script when it is missing).
+curator=""
+[ "${1:-}" = "--curator" ] && curator=1
 curator_jar=/usr/share/java/curator-x-discovery.jar
-have_curator() { [ -f "$curator_jar" ] || [ -n "${CURATOR_CLASSPATH:-}" ] || ! command -v apt-get >/dev/null 2>&1; }
+have_curator() { [ -z "$curator" ] || [ -f "$curator_jar" ] || [ -n "${CURATOR_CLASSPATH:-}" ] || ! command -v apt-get >/dev/null 2>&1; }
 
 if have_zookeeper && have_curator; then
   exit 0
@@ -43,10 +45,11 @@ if [ "$(id -u)" -ne 0 ]; then
   fi
 fi
 
-pkgs="zookeeper libcurator-discovery-java"
+pkgs="zookeeper${curator:+ libcurator-discovery-java}"
 echo "install-zookeeper: installing the distribution's packages: $pkgs" >&2
 export DEBIAN_FRONTEND=noninteractive
-if ! apt-cache show zookeeper libcurator-discovery-java >/dev/null 2>&1; then
+# shellcheck disable=SC2086 # $pkgs is a list
+if ! apt-cache show $pkgs >/dev/null 2>&1; then
   $SUDO apt-get update -qq
 fi
 # shellcheck disable=SC2086 # $pkgs is a list
@@ -56,5 +59,5 @@ $SUDO apt-get install -y -qq --no-install-recommends $pkgs >/dev/null || {
   $SUDO apt-get install -y -qq --no-install-recommends $pkgs >/dev/null
 }
 have_zookeeper || { echo "install-zookeeper: zookeeper installed but /usr/share/java/zookeeper.jar is missing" >&2; exit 1; }
-[ -f "$curator_jar" ] || { echo "install-zookeeper: libcurator-discovery-java installed but $curator_jar is missing" >&2; exit 1; }
+[ -z "$curator" ] || [ -f "$curator_jar" ] || { echo "install-zookeeper: libcurator-discovery-java installed but $curator_jar is missing" >&2; exit 1; }
 echo "install-zookeeper: ready ($(dpkg-query -W -f='${Version}' zookeeper 2>/dev/null || echo unknown))" >&2

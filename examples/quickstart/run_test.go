@@ -1,11 +1,11 @@
 package quickstart_test
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -156,29 +156,21 @@ func envValue(env []string, k string) string {
 // process is a quickstart binary running with the README's environment.
 type process struct {
 	cmd  *exec.Cmd
-	out  *strings.Builder
-	done chan error
+	out  bytes.Buffer  // stdout and stderr; read once done is closed
+	done chan struct{} // closed when the process was waited for
+	err  error         // Wait's
 }
 
 func start(t *testing.T, bin string, env []string) *process {
 	t.Helper()
-	p := &process{cmd: exec.Command(bin), out: new(strings.Builder), done: make(chan error, 1)}
+	p := &process{cmd: exec.Command(bin), done: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), env...)
-	pr, pw := io.Pipe()
-	p.cmd.Stdout, p.cmd.Stderr = pw, pw
-	lines := make(chan struct{})
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			p.out.WriteString(sc.Text() + "\n")
-		}
-	}()
+	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out // Wait waits for exec's copying
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { err := p.cmd.Wait(); pw.Close(); <-lines; p.done <- err }()
-	t.Cleanup(func() { _ = p.cmd.Process.Kill() })
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() { _ = p.cmd.Process.Kill(); <-p.done })
 	return p
 }
 
@@ -189,9 +181,9 @@ func (p *process) stop(t *testing.T, what string) string {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-p.done:
-		if err != nil {
-			t.Fatalf("%s after SIGTERM: %v\n%s", what, err, p.out.String())
+	case <-p.done:
+		if p.err != nil {
+			t.Fatalf("%s after SIGTERM: %v\n%s", what, p.err, p.out.String())
 		}
 	case <-time.After(40 * time.Second):
 		t.Fatalf("%s did not exit within 40s of SIGTERM", what)
@@ -202,7 +194,7 @@ func (p *process) stop(t *testing.T, what string) string {
 func registered(t *testing.T, conn *zk.Conn, service string) []string {
 	t.Helper()
 	ids, _, err := conn.Children("/services/" + service)
-	if err != nil && err != zk.ErrNoNode {
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		t.Fatal(err)
 	}
 	return ids

@@ -43,7 +43,7 @@ func NewCurator(tb testing.TB, connect string) *Curator {
 	cp := os.Getenv("CURATOR_CLASSPATH")
 	if cp == "" {
 		if _, err := os.Stat(curatorJar); err != nil {
-			tb.Fatalf("Apache Curator is not installed (%v): run `make zookeeper` (scripts/install-zookeeper.sh installs Debian's libcurator-discovery-java), or set CURATOR_CLASSPATH to curator-x-discovery 5 and its jars", err)
+			tb.Fatalf("Apache Curator is not installed (%v): run `make zookeeper` (scripts/install-zookeeper.sh --curator installs Debian's libcurator-discovery-java), or set CURATOR_CLASSPATH to curator-x-discovery 5 and its jars", err)
 		}
 		cp = curatorJar
 	}
