@@ -189,6 +189,40 @@ func (s *Server) Sessions() ([]int64, error) {
 	}
 }
 
+// Ephemerals lists the ephemeral nodes the server holds, by owning session,
+// read with the dump four-letter word: the server's own record, which no
+// client session (a test's own included) can get wrong. Only a standalone
+// server or the leader knows every session's nodes.
+func (s *Server) Ephemerals() (map[int64][]string, error) {
+	out, err := fourLetter(s.Addr(), "dump", time.Second)
+	if err != nil {
+		return nil, err
+	}
+	_, list, ok := strings.Cut(out, "Sessions with Ephemerals")
+	if !ok {
+		return nil, fmt.Errorf("zktest: server %d is not serving: %s", s.ID, strings.TrimSpace(out))
+	}
+	list, _, _ = strings.Cut(list, "Connections with Ephemerals")
+	nodes := map[int64][]string{}
+	var owner int64
+	sc := bufio.NewScanner(strings.NewReader(list))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case strings.HasPrefix(line, "0x"):
+			id, err := strconv.ParseUint(strings.TrimSuffix(line[2:], ":"), 16, 64)
+			if err != nil {
+				return nil, fmt.Errorf("zktest: dump: %w", err)
+			}
+			owner = int64(id)
+			nodes[owner] = nodes[owner][:0:0]
+		case strings.HasPrefix(line, "/"):
+			nodes[owner] = append(nodes[owner], line)
+		}
+	}
+	return nodes, nil
+}
+
 func fourLetter(addr, cmd string, timeout time.Duration) (string, error) {
 	conn, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {

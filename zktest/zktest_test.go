@@ -3,6 +3,7 @@ package zktest_test
 import (
 	"errors"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -68,6 +69,40 @@ func TestStandaloneServesAndRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, "data written before the restart read back", func() bool { d, _, err := conn.Get("/a"); return err == nil && string(d) == "x" })
+}
+
+func TestEphemeralsIsTheServersRecord(t *testing.T) {
+	t.Parallel()
+	c := zktest.New(t)
+	a, _ := connect(t, c, nil)
+	b, _ := connect(t, c, nil)
+	for _, n := range []struct {
+		conn *zk.Conn
+		path string
+	}{{a, "/e1"}, {a, "/e2"}, {b, "/e3"}} {
+		if _, err := n.conn.Create(n.path, nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := c.Servers[0].Ephemerals()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(got[a.SessionID()])
+	if len(got) != 2 || !slices.Equal(got[a.SessionID()], []string{"/e1", "/e2"}) || !slices.Equal(got[b.SessionID()], []string{"/e3"}) {
+		t.Fatalf("Ephemerals() = %v; want /e1 /e2 for %#x, /e3 for %#x", got, a.SessionID(), b.SessionID())
+	}
+	b.Close()
+	testutil.WaitFor(t, "a closed session's node gone from the record", func() bool {
+		got, err := c.Servers[0].Ephemerals()
+		return err == nil && len(got) == 1 && got[b.SessionID()] == nil
+	})
+	if err := c.Servers[0].Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Servers[0].Ephemerals(); err == nil {
+		t.Fatal("a stopped server gave a record")
+	}
 }
 
 func TestExpireSessionEndsItForTheClient(t *testing.T) {
