@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -246,37 +245,6 @@ func waitErr(t *testing.T, ch <-chan kitsd.Event, want error) kitsd.Event {
 		case <-deadline:
 			t.Fatalf("no event with error %v", want)
 		}
-	}
-}
-
-// Issue 8, case 4: reconnects within a session add no goroutine and no
-// client-side watcher.
-func TestReconnectsDoNotGrowGoroutines(t *testing.T) {
-	c := zktest.New(t)
-	provider := newClient(t, c)
-	for port := 8401; port < 8411; port++ {
-		register(t, provider, instance("flat", port))
-	}
-	part := zktest.NewPartition()
-	consumer := newClient(t, c, sd.Dialer(part.Dial), sd.SessionTimeout(4*time.Second))
-	in, ch := newInstancer(t, consumer, "flat")
-	testutil.WaitFor(t, "ten instances", func() bool { return len(in.Instances()) == 10 })
-
-	reconnect := func() {
-		part.Cut()
-		waitErr(t, ch, sd.ErrDisconnected)
-		part.Heal()
-		testutil.WaitFor(t, "reconnected and re-read", func() bool { return in.Err() == nil && len(in.Instances()) == 10 })
-	}
-	reconnect()
-	before := runtime.NumGoroutine()
-	const rounds = 15
-	for range rounds {
-		reconnect()
-	}
-	runtime.Gosched()
-	if after := runtime.NumGoroutine(); after >= before+rounds/2 {
-		t.Fatalf("goroutines grew from %d to %d over %d reconnects", before, after, rounds)
 	}
 }
 

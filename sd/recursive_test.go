@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,13 +44,26 @@ func TestKeyInvariantsInBothWatchModes(t *testing.T) {
 	}
 }
 
-// The goroutine counts of the Instancer in both watch modes: not in
-// parallel, since other tests' goroutines would count.
+// The goroutine counts of the Instancer in both watch modes. Each case
+// counts only the goroutines it started (testutil.OwnGoroutines), so they
+// run in parallel with the rest of the suite.
 func TestGoroutinesStayFlatInBothWatchModes(t *testing.T) {
+	t.Parallel()
 	for _, mode := range watchModes {
 		t.Run(mode.String(), func(t *testing.T) {
-			t.Run("goroutines stay flat across reconnects", func(t *testing.T) { flatAcrossReconnects(t, mode) })
-			t.Run("goroutines stay flat in N and a deletion reads nothing", func(t *testing.T) { flatInN(t, mode) })
+			t.Parallel()
+			for _, tt := range []struct {
+				name string
+				run  func(*testing.T, sd.WatchMode, func() int)
+			}{
+				{"goroutines stay flat across reconnects", flatAcrossReconnects},
+				{"goroutines stay flat in N and a deletion reads nothing", flatInN},
+			} {
+				t.Run(tt.name, func(t *testing.T) {
+					t.Parallel()
+					testutil.OwnGoroutines(t, func(count func() int) { tt.run(t, mode, count) })
+				})
+			}
 		})
 	}
 }
@@ -136,7 +148,9 @@ func disconnectSticks(t *testing.T, mode sd.WatchMode) {
 	}
 }
 
-func flatAcrossReconnects(t *testing.T, mode sd.WatchMode) {
+// Issue 8, case 4: reconnects within a session add no goroutine and no
+// client-side watcher.
+func flatAcrossReconnects(t *testing.T, mode sd.WatchMode, goroutines func() int) {
 	c := zktest.New(t)
 	provider := newClient(t, c)
 	for port := 8401; port < 8411; port++ {
@@ -153,7 +167,7 @@ func flatAcrossReconnects(t *testing.T, mode sd.WatchMode) {
 		testutil.WaitFor(t, "reconnected and re-read", func() bool { return in.Err() == nil && len(in.Instances()) == 10 })
 	}
 	reconnect()
-	before := runtime.NumGoroutine()
+	before := goroutines()
 	const rounds = 10
 	for range rounds {
 		reconnect()
@@ -161,12 +175,12 @@ func flatAcrossReconnects(t *testing.T, mode sd.WatchMode) {
 	// Changes made after the reconnects still arrive.
 	register(t, provider, instance("flat", 8411))
 	testutil.WaitFor(t, "the instance registered after the reconnects", func() bool { return len(in.Instances()) == 11 })
-	if after := runtime.NumGoroutine(); after >= before+rounds/2 {
+	if after := goroutines(); after >= before+rounds/2 {
 		t.Fatalf("goroutines grew from %d to %d over %d reconnects", before, after, rounds)
 	}
 }
 
-func flatInN(t *testing.T, mode sd.WatchMode) {
+func flatInN(t *testing.T, mode sd.WatchMode, goroutines func() int) {
 	c := zktest.New(t)
 	provider, consumer := newClient(t, c), newClient(t, c)
 	const n = 100
@@ -174,14 +188,14 @@ func flatInN(t *testing.T, mode sd.WatchMode) {
 	for i := range n {
 		regs[i] = register(t, provider, instance("many", 20000+i))
 	}
-	before := runtime.NumGoroutine()
+	before := goroutines()
 	in, err := sd.NewInstancerContext(ctxFor(t), consumer, "many", sd.WithWatchMode(mode))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(in.Stop)
 	testutil.WaitFor(t, "every instance", func() bool { return len(in.Instances()) == n })
-	if after := runtime.NumGoroutine(); after > before+10 {
+	if after := goroutines(); after > before+10 {
 		t.Fatalf("goroutines grew from %d to %d for %d instances", before, after, n)
 	}
 	reads, events := in.Stats().Fetches, in.Stats().WatchEvents
