@@ -54,14 +54,14 @@ func TestGoroutinesStayFlatInBothWatchModes(t *testing.T) {
 			t.Parallel()
 			for _, tt := range []struct {
 				name string
-				run  func(*testing.T, sd.WatchMode, func() int)
+				run  func(*testing.T, sd.WatchMode, testutil.Goroutines)
 			}{
 				{"goroutines stay flat across reconnects", flatAcrossReconnects},
 				{"goroutines stay flat in N and a deletion reads nothing", flatInN},
 			} {
 				t.Run(tt.name, func(t *testing.T) {
 					t.Parallel()
-					testutil.OwnGoroutines(t, func(count func() int) { tt.run(t, mode, count) })
+					testutil.OwnGoroutines(t, func(g testutil.Goroutines) { tt.run(t, mode, g) })
 				})
 			}
 		})
@@ -150,7 +150,7 @@ func disconnectSticks(t *testing.T, mode sd.WatchMode) {
 
 // Issue 8, case 4: reconnects within a session add no goroutine and no
 // client-side watcher.
-func flatAcrossReconnects(t *testing.T, mode sd.WatchMode, goroutines func() int) {
+func flatAcrossReconnects(t *testing.T, mode sd.WatchMode, goroutines testutil.Goroutines) {
 	c := zktest.New(t)
 	provider := newClient(t, c)
 	for port := 8401; port < 8411; port++ {
@@ -167,7 +167,7 @@ func flatAcrossReconnects(t *testing.T, mode sd.WatchMode, goroutines func() int
 		testutil.WaitFor(t, "reconnected and re-read", func() bool { return in.Err() == nil && len(in.Instances()) == 10 })
 	}
 	reconnect()
-	before := goroutines()
+	before := goroutines.Count()
 	const rounds = 10
 	for range rounds {
 		reconnect()
@@ -175,12 +175,12 @@ func flatAcrossReconnects(t *testing.T, mode sd.WatchMode, goroutines func() int
 	// Changes made after the reconnects still arrive.
 	register(t, provider, instance("flat", 8411))
 	testutil.WaitFor(t, "the instance registered after the reconnects", func() bool { return len(in.Instances()) == 11 })
-	if after := goroutines(); after >= before+rounds/2 {
+	if after := goroutines.Count(); after >= before+rounds/2 {
 		t.Fatalf("goroutines grew from %d to %d over %d reconnects", before, after, rounds)
 	}
 }
 
-func flatInN(t *testing.T, mode sd.WatchMode, goroutines func() int) {
+func flatInN(t *testing.T, mode sd.WatchMode, goroutines testutil.Goroutines) {
 	c := zktest.New(t)
 	provider, consumer := newClient(t, c), newClient(t, c)
 	const n = 100
@@ -188,14 +188,14 @@ func flatInN(t *testing.T, mode sd.WatchMode, goroutines func() int) {
 	for i := range n {
 		regs[i] = register(t, provider, instance("many", 20000+i))
 	}
-	before := goroutines()
+	before := goroutines.Count()
 	in, err := sd.NewInstancerContext(ctxFor(t), consumer, "many", sd.WithWatchMode(mode))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(in.Stop)
 	testutil.WaitFor(t, "every instance", func() bool { return len(in.Instances()) == n })
-	if after := goroutines(); after > before+10 {
+	if after := goroutines.Count(); after > before+10 {
 		t.Fatalf("goroutines grew from %d to %d for %d instances", before, after, n)
 	}
 	reads, events := in.Stats().Fetches, in.Stats().WatchEvents
