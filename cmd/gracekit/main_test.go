@@ -33,6 +33,7 @@ type stopSharedZK struct{ m *testing.M }
 
 func (s stopSharedZK) Run() int {
 	code := s.m.Run()
+	closing.Wait() // go-zookeeper's Close, given up to a second (registry.close)
 	if shared.c != nil {
 		_ = shared.c.Close()
 	}

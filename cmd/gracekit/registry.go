@@ -140,6 +140,11 @@ func dial(ctx context.Context, cfg config, oneShot bool) (*registry, context.Con
 // -timeout bounds every exit, within a second.
 const closeWait = 500 * time.Millisecond
 
+// closing holds every go-zookeeper Close that close stopped waiting for.
+// Each ends within a second; a process exits without them, and the tests,
+// which run the CLI in-process, wait for them before their leak check.
+var closing sync.WaitGroup
+
 // close ends the session and waits, at most closeWait, for go-zookeeper's
 // goroutines. go-zookeeper's Close waits a second for a reply that a
 // frozen server never sends, and its handshake reads for ten times the
@@ -148,7 +153,7 @@ const closeWait = 500 * time.Millisecond
 func (r *registry) close() {
 	r.stopCtx()
 	closed := make(chan struct{})
-	go func() { r.conn.Close(); close(closed) }()
+	closing.Go(func() { r.conn.Close(); close(closed) })
 	r.socks.closeAll()
 	t := time.NewTimer(closeWait)
 	defer t.Stop()
