@@ -27,7 +27,10 @@ import (
 // services under base, with its czxid, data version and status, read on
 // every watch that fires and every pollEvery besides. It reads through a
 // session of its own, straight to the ensemble. What it could not read
-// (ZooKeeper down, its member restarting) is a gap.
+// (ZooKeeper down, its member restarting) is a gap, and so is a change it
+// can tell it missed: a node that came and went between two reads (the
+// service's child version moved more than the changes it saw) or a node
+// changed twice between them (its data version moved by more than one).
 type truthRecorder struct {
 	conn     *zk.Conn
 	base     string
@@ -40,10 +43,12 @@ type truthRecorder struct {
 	mu       sync.Mutex
 	changes  []history.Change
 	gaps     []history.Gap
-	known    map[string]node // by path
-	armed    map[string]bool // watches set, by path and kind
-	lastRead time.Time       // end of the last complete read
-	blind    bool            // a read failed since lastRead
+	known    map[string]node      // by path
+	parents  map[string]container // by service, as of the last read
+	armed    map[string]bool      // watches set, by path and kind
+	lastRead time.Time            // end of the last complete read
+	blind    bool                 // a read failed since lastRead
+	running  bool                 // set before run starts: Close waits for it
 }
 
 // node is one instance node as last read.
@@ -56,22 +61,47 @@ type node struct {
 	owner        int64
 }
 
+// container is a service's parent node as last read.
+type container struct {
+	czxid    int64
+	cversion int32 // child creations and deletions since czxid
+}
+
 const pollEvery = 200 * time.Millisecond
 
 func newTruthRecorder(servers []string, base string, services []string) (*truthRecorder, error) {
+	r, err := dialTruth(servers, base, services)
+	if err != nil {
+		return nil, err
+	}
+	r.read() // the first read, before anything happens
+	r.running = true
+	go r.run()
+	return r, nil
+}
+
+// dialTruth returns a recorder that reads only when read is called, until
+// run starts.
+func dialTruth(servers []string, base string, services []string) (*truthRecorder, error) {
 	conn, events, err := zk.Connect(servers, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(silentLogger{}))
 	if err != nil {
 		return nil, err
 	}
 	r := &truthRecorder{conn: conn, base: base, services: services, wake: make(chan struct{}, 1),
-		stop: make(chan struct{}), done: make(chan struct{}), known: map[string]node{}, armed: map[string]bool{}}
+		stop: make(chan struct{}), done: make(chan struct{}), known: map[string]node{}, parents: map[string]container{}, armed: map[string]bool{}}
 	go func() { // a full channel drops events: keep draining
 		for range events {
 		}
 	}()
-	r.read() // the first read, before anything happens
-	go r.run()
 	return r, nil
+}
+
+// holds tells whether the last read saw the node at p, and whether UP.
+func (r *truthRecorder) holds(p string) (held, up bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n, ok := r.known[p]
+	return ok, n.up
 }
 
 func (r *truthRecorder) poke() {
@@ -124,8 +154,9 @@ func (r *truthRecorder) isArmed(key string) bool {
 func (r *truthRecorder) read() {
 	start := time.Now()
 	seen := map[string]node{}
+	parents := map[string]container{}
 	for _, svc := range r.services {
-		if err := r.readService(svc, seen); err != nil {
+		if err := r.readService(svc, seen, parents); err != nil {
 			r.mu.Lock()
 			r.blind = true
 			r.mu.Unlock()
@@ -138,7 +169,7 @@ func (r *truthRecorder) read() {
 	if r.blind && !r.lastRead.IsZero() {
 		r.gaps = append(r.gaps, history.Gap{From: r.lastRead, To: start})
 	}
-	r.blind, r.lastRead = false, at
+	r.blind = false
 	var gone, came []history.Change
 	for p, old := range r.known {
 		if n, ok := seen[p]; !ok || n.czxid != old.czxid {
@@ -161,20 +192,53 @@ func (r *truthRecorder) read() {
 	// then the rest in zxid order.
 	sort.Slice(gone, func(i, j int) bool { return gone[i].Key.Czxid < gone[j].Key.Czxid })
 	sort.Slice(came, func(i, j int) bool { return came[i].Zxid < came[j].Zxid })
+	if !r.lastRead.IsZero() && r.missed(gone, came, seen, parents) {
+		r.gaps = append(r.gaps, history.Gap{From: r.lastRead, To: at})
+	}
 	r.changes = append(r.changes, gone...)
 	r.changes = append(r.changes, came...)
-	r.known = seen
+	r.known, r.parents, r.lastRead = seen, parents, at
 }
 
-func (r *truthRecorder) readService(svc string, seen map[string]node) error {
+// missed tells whether ZooKeeper made changes since the last read that
+// this read's changes do not account for.
+func (r *truthRecorder) missed(gone, came []history.Change, seen map[string]node, parents map[string]container) bool {
+	moves := map[string]int32{} // child creations and deletions seen, by service
+	for _, c := range gone {
+		moves[c.Service]++
+	}
+	for _, c := range came {
+		if c.Kind == history.Created {
+			moves[c.Service]++
+		}
+	}
+	for svc, now := range parents {
+		was := r.parents[svc]
+		if was.czxid != now.czxid {
+			was = container{czxid: now.czxid} // a new container counts from zero
+		}
+		if now.cversion-was.cversion > moves[svc] {
+			return true
+		}
+	}
+	for p, n := range seen {
+		if old, ok := r.known[p]; ok && old.czxid == n.czxid && n.version-old.version > 1 {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *truthRecorder) readService(svc string, seen map[string]node, parents map[string]container) error {
 	dir := path.Join(r.base, svc)
 	var children []string
+	var pst *zk.Stat
 	var err error
 	if r.isArmed("c" + dir) {
-		children, _, err = r.conn.Children(dir)
+		children, pst, err = r.conn.Children(dir)
 	} else {
 		var ch <-chan zk.Event
-		children, _, ch, err = r.conn.ChildrenW(dir)
+		children, pst, ch, err = r.conn.ChildrenW(dir)
 		if err == nil {
 			r.arm("c"+dir, ch)
 		} else {
@@ -202,6 +266,7 @@ func (r *truthRecorder) readService(svc string, seen map[string]node) error {
 	case err != nil:
 		return err
 	}
+	parents[svc] = container{czxid: pst.Czxid, cversion: pst.Cversion}
 	for _, child := range children {
 		p := dir + "/" + child
 		var data []byte
@@ -242,7 +307,9 @@ func (r *truthRecorder) Close() ([]history.Change, []history.Gap) {
 	default:
 		close(r.stop)
 	}
-	<-r.done
+	if r.running {
+		<-r.done
+	}
 	r.conn.Close()
 	r.mu.Lock()
 	defer r.mu.Unlock()

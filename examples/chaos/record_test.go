@@ -50,6 +50,23 @@ func waitPublished(t *testing.T, log *publishLog, service string, want []string,
 // grpcresolver, and one that ignores deletions) while instances register,
 // deregister and are drained: the checker passes the three and flags the
 // broken one.
+// waitTruth waits until the truth recorder's last read saw the node at p
+// held (and UP) or not.
+func waitTruth(t *testing.T, r *truthRecorder, p string, held, up bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		h, u := r.holds(p)
+		if h == held && u == up {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("within 30s the truth recorder did not see %s held=%v up=%v (it has held=%v up=%v)", p, held, up, h, u)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func TestRecordedHistoriesPassAndABrokenConsumerFails(t *testing.T) {
 	zk := zktest.New(t)
 	const base, svc = "/record-test", "svc"
@@ -105,6 +122,8 @@ func TestRecordedHistoriesPassAndABrokenConsumerFails(t *testing.T) {
 		h.Runs = append(h.Runs, history.Run{Service: svc, ID: id, Path: reg.Path(), Start: time.Now()})
 	}
 	waitPublished(t, log, svc, []string{"127.0.0.1:1001", "127.0.0.1:1002"}, append(good, "broken")...)
+	// b lives a few milliseconds: the test needs the truth to hold it.
+	waitTruth(t, truth, regs["b"].Path(), true, true)
 	h.Heals = append(h.Heals, history.Heal{At: time.Now(), What: "registered"})
 
 	h.Runs[1].Stopping, h.Runs[1].How = time.Now(), "deregister"
@@ -112,6 +131,7 @@ func TestRecordedHistoriesPassAndABrokenConsumerFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPublished(t, log, svc, []string{"127.0.0.1:1001"}, good...)
+	waitTruth(t, truth, regs["b"].Path(), false, false)
 	// The operator drains a: its Registrar writes OUT_OF_SERVICE.
 	zr, err := dialZK(zk.Addrs())
 	if err != nil {
@@ -122,6 +142,7 @@ func TestRecordedHistoriesPassAndABrokenConsumerFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPublished(t, log, svc, nil, good...)
+	waitTruth(t, truth, regs["a"].Path(), true, false)
 	h.Heals = append(h.Heals, history.Heal{At: time.Now(), What: "deregistered b, drained a"})
 
 	for _, r := range recs {
@@ -150,5 +171,79 @@ func TestRecordedHistoriesPassAndABrokenConsumerFails(t *testing.T) {
 	}
 	if created := slices.ContainsFunc(h.Truth, func(c history.Change) bool { return c.Kind == history.Deleted && c.ID == "b" }); !created {
 		t.Errorf("the truth does not hold b's deletion: %+v", h.Truth)
+	}
+}
+
+// TestTheTruthMarksWhatItMissed makes changes between two reads that no
+// read can see (a node created and deleted, a node changed twice) and
+// checks that each is a gap, which the checks count as unverified rather
+// than as violations; changes it saw are no gap.
+func TestTheTruthMarksWhatItMissed(t *testing.T) {
+	zk := zktest.New(t)
+	const base, svc = "/truth-missed", "svc"
+	r, err := dialTruth(zk.Addrs(), base, []string{svc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	c, err := sd.NewClient(zk.ConnectString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	reg := func(id string, port int) *sd.Registrar {
+		t.Helper()
+		g, err := sd.NewRegistrar(c, sd.Instance{Name: svc, ID: id, Address: "127.0.0.1", Port: port}, sd.BasePath(base))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.RegisterContext(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	gaps := func() int {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return len(r.gaps)
+	}
+	r.read()
+	a := reg("a", 1001)
+	r.read()
+	if held, _ := r.holds(a.Path()); !held || gaps() != 0 {
+		t.Fatalf("a seen: held=%v, %d gaps; want held, no gap", held, gaps())
+	}
+
+	b := reg("b", 1002) // created and deleted between two reads
+	if err := b.DeregisterContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.read()
+	if gaps() != 1 {
+		t.Fatalf("a node created and deleted between reads: %d gaps, want 1", gaps())
+	}
+
+	for _, st := range []sd.Status{sd.StatusOutOfService, sd.StatusUp} { // two data changes, one read
+		if err := a.SetStatus(ctx, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.read()
+	if gaps() != 2 {
+		t.Fatalf("a node changed twice between reads: %d gaps, want 2", gaps())
+	}
+
+	if err := a.SetStatus(ctx, sd.StatusOutOfService); err != nil {
+		t.Fatal(err)
+	}
+	d := reg("d", 1004)
+	r.read()
+	if held, up := r.holds(a.Path()); !held || up || gaps() != 2 {
+		t.Fatalf("changes the read saw: a held=%v up=%v, %d gaps; want a held out of service, still 2 gaps", held, up, gaps())
+	}
+	if held, _ := r.holds(d.Path()); !held {
+		t.Fatal("d, created before the read, is not held")
 	}
 }
