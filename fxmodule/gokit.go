@@ -51,7 +51,7 @@ func (g *goKitTwin) start(ctx context.Context, sess *sd.Session, inst sd.Instanc
 		return fmt.Errorf("fxmodule: go-kit registration: %w", err)
 	}
 	if err := reg.RegisterContext(ctx); err != nil {
-		_ = reg.DeregisterContext(context.WithoutCancel(ctx))
+		reg.Deregister() // a half-made registration: bounded by the session timeout, not by ctx, which ended
 		return fmt.Errorf("fxmodule: go-kit registration under %s: %w", g.path, err)
 	}
 	g.mu.Lock()

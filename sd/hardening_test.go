@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -397,12 +398,13 @@ func request(n int, b []byte) (xid, op int32, ok bool) {
 }
 
 // cutAtCreate is a dialer whose connection hangs up at the first create
-// request (of any kind), as a connection lost between the parents' creates
-// of a registration would: before sending it (afterSend false: the write
-// fails) or once it is sent, before its reply (the request's fate is
-// unknown, its call fails with zk.ErrConnectionClosed).
+// request (of any kind; of ops when set), as a connection lost between the
+// parents' creates of a registration would: before sending it (afterSend
+// false: the write fails) or once it is sent, before its reply (the
+// request's fate is unknown, its call fails with zk.ErrConnectionClosed).
 type cutAtCreate struct {
 	afterSend bool
+	ops       []int32
 	done      atomic.Bool
 	cuts      atomic.Int32
 }
@@ -424,8 +426,11 @@ type cutAtCreateConn struct {
 func (c *cutAtCreateConn) Write(b []byte) (int, error) {
 	c.writes++
 	if _, op, ok := request(c.writes, b); ok {
-		switch op {
-		case 1, 15, 19: // create, create2, createContainer
+		ops := c.d.ops
+		if ops == nil {
+			ops = []int32{1, 15, 19} // create, create2, createContainer
+		}
+		if slices.Contains(ops, op) {
 			if c.d.done.CompareAndSwap(false, true) {
 				c.d.cuts.Add(1)
 				if c.d.afterSend {
@@ -438,6 +443,53 @@ func (c *cutAtCreateConn) Write(b []byte) (int, error) {
 		}
 	}
 	return c.Conn.Write(b)
+}
+
+// Issue 24, seed 6061075698734686594: a connection lost under a
+// deregistration's exists or delete (before the request is sent, or after,
+// when the delete may have landed) is waited out within ctx: the node is
+// gone and the Registrar says deregistered, instead of returning "sd:
+// deregister <path>: zk: connection closed" with the node still there
+// until the session ends.
+func TestDeregisterWaitsOutAConnectionLostUnderItsDelete(t *testing.T) {
+	t.Parallel()
+	c := zktest.New(t)
+	look := testutil.ZKConn(t, c.Addrs())
+	i := 0
+	for _, op := range []int32{3, 2} { // exists, delete
+		for _, afterSend := range []bool{false, true} {
+			i++
+			dial := &cutAtCreate{afterSend: afterSend, ops: []int32{op}}
+			cl := newClient(t, c, sd.Dialer(dial.Dial), sd.SessionTimeout(4*time.Second))
+			var deregistered atomic.Int32
+			r, err := sd.NewRegistrar(cl, instance(fmt.Sprintf("cutdelete%d", i), 8620+i),
+				sd.OnRegistrarEvent(func(ev sd.RegistrarEvent) {
+					if ev.Kind == sd.EventDeregistered {
+						deregistered.Add(1)
+					}
+				}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			dial.done.Store(true) // the registration's own requests pass
+			if err := r.RegisterContext(ctxFor(t)); err != nil {
+				t.Fatal(err)
+			}
+			dial.done.Store(false) // the deregistration's first such request is cut
+			if err := r.DeregisterContext(ctxFor(t)); err != nil {
+				t.Fatalf("DeregisterContext with the connection lost under op %d (after its send: %v): %v", op, afterSend, err)
+			}
+			if n := dial.cuts.Load(); n != 1 {
+				t.Fatalf("op %d after send %v: %d cuts, want 1", op, afterSend, n)
+			}
+			if ok, _, err := look.Exists(r.Path()); err != nil || ok {
+				t.Fatalf("op %d after send %v: node after the deregistration: exists=%v, %v; want gone", op, afterSend, ok, err)
+			}
+			if n := deregistered.Load(); n != 1 {
+				t.Fatalf("op %d after send %v: %d deregistered events, want 1", op, afterSend, n)
+			}
+		}
+	}
 }
 
 // Issue 24, seed 4 of 50: a connection lost under the parents' create of

@@ -823,7 +823,8 @@ func (r *Registrar) setStatus(ctx context.Context, status Status, by string, kee
 }
 
 // DeregisterContext stops keeping the node and deletes it, only if the
-// current session owns it. It is idempotent: a missing node is success.
+// current session owns it. It is idempotent: a missing node is success. A
+// connection lost under it is waited out until ctx ends.
 // When it returns nil, nothing of this registration writes to ZooKeeper
 // again. When ctx ends first it returns an error; a call already sent may
 // then still land, and closing the session removes the node anyway.
@@ -841,14 +842,43 @@ func (r *Registrar) DeregisterContext(ctx context.Context) error {
 		return fmt.Errorf("sd: deregister %s: a ZooKeeper call is still under way: %w", r.path, err)
 	}
 	full := r.c.full(r.path)
+	// A lost connection (or a call without reply) is waited out within
+	// ctx, as RegisterContext waits it out: the session, or its expiry,
+	// decides what is left to delete. A delete whose reply was lost is
+	// seen as done by the next Exists.
+	failed := func(err error) error {
+		if neverConnected(err) || !isTransient(err) {
+			return fmt.Errorf("sd: deregister %s: %w", r.path, err)
+		}
+		t := time.NewTimer(250 * time.Millisecond)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("sd: deregister %s: %w (%w)", r.path, err, ctx.Err())
+		case <-t.C:
+			return nil
+		}
+	}
+	var sent *zk.Stat // the node a delete without reply was sent for
+	deleted := func(stat *zk.Stat) error {
+		r.logger.Info("deregistered")
+		r.emit(RegistrarEvent{Kind: EventDeregistered, Path: r.path, SessionID: stat.EphemeralOwner, Czxid: stat.Czxid})
+		return nil
+	}
 	for {
 		var ok bool
 		var stat *zk.Stat
 		err := r.call(ctx, func() (err error) { ok, stat, err = r.c.zk().Exists(full); return err })
 		if err != nil {
-			return fmt.Errorf("sd: deregister %s: %w", r.path, err)
+			if err := failed(err); err != nil {
+				return err
+			}
+			continue
 		}
 		if !ok || stat.EphemeralOwner != r.c.SessionID() {
+			if sent != nil {
+				return deleted(sent) // the delete landed (or the session's expiry did it)
+			}
 			return nil // gone, or another session's: not ours to delete
 		}
 		err = r.call(ctx, func() error { return r.c.zk().Delete(full, stat.Version) })
@@ -856,11 +886,13 @@ func (r *Registrar) DeregisterContext(ctx context.Context) error {
 			continue
 		}
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
-			return fmt.Errorf("sd: deregister %s: %w", r.path, err)
+			sent = stat
+			if err := failed(err); err != nil {
+				return err
+			}
+			continue
 		}
-		r.logger.Info("deregistered")
-		r.emit(RegistrarEvent{Kind: EventDeregistered, Path: r.path, SessionID: stat.EphemeralOwner, Czxid: stat.Czxid})
-		return nil
+		return deleted(stat)
 	}
 }
 

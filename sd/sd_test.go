@@ -629,6 +629,11 @@ func TestProviderReregistersAfterItsSessionExpiredInAnOutage(t *testing.T) {
 	if err != nil || st.EphemeralOwner == oldSession || st.EphemeralOwner != provider.SessionID() {
 		t.Fatalf("node owner 0x%x (err %v); want the provider's new session 0x%x, not 0x%x", st.EphemeralOwner, err, provider.SessionID(), oldSession)
 	}
+	// The consumer can see the node before the provider has the create's
+	// reply, and the event follows that reply.
+	for deadline := time.Now().Add(10 * time.Second); reregistered.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if n := reregistered.Load(); n != 1 {
 		t.Fatalf("re-registered %d times, want once", n)
 	}
