@@ -475,6 +475,11 @@ func TestDeregisterWaitsOutAConnectionLostUnderItsDelete(t *testing.T) {
 			if err := r.RegisterContext(ctxFor(t)); err != nil {
 				t.Fatal(err)
 			}
+			// SetStatus returns once the keeper reconciled, so its first
+			// ExistsW is out before the cut is armed.
+			if err := r.SetStatus(ctxFor(t), sd.StatusUp); err != nil {
+				t.Fatal(err)
+			}
 			dial.done.Store(false) // the deregistration's first such request is cut
 			if err := r.DeregisterContext(ctxFor(t)); err != nil {
 				t.Fatalf("DeregisterContext with the connection lost under op %d (after its send: %v): %v", op, afterSend, err)

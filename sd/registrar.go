@@ -194,10 +194,11 @@ type Registrar struct {
 	calls      int           // ZooKeeper calls under way, abandoned ones included
 	quiet      chan struct{} // closed when calls drops to zero; nil when zero
 
+	kick chan struct{} // wakes the keeper; nil while none runs
+
 	runMu   sync.Mutex // serializes Register and Deregister
 	kcancel context.CancelFunc
 	kdone   chan struct{}
-	kick    chan struct{}
 	unsubs  func()
 }
 
@@ -579,7 +580,11 @@ func (r *Registrar) markWrote(want uint64) {
 // startKeeper runs the goroutine that owns the node. r.runMu must be held.
 func (r *Registrar) startKeeper() {
 	ctx, cancel := context.WithCancel(context.Background())
-	r.kcancel, r.kdone, r.kick = cancel, make(chan struct{}), make(chan struct{}, 1)
+	kick := make(chan struct{}, 1)
+	r.kcancel, r.kdone = cancel, make(chan struct{})
+	r.mu.Lock()
+	r.kick = kick
+	r.mu.Unlock()
 	sess := make(chan struct{}, 1)
 	r.unsubs = r.c.subscribe(func(ev SessionEvent) {
 		// A new connection, same session or not: check the node and write
@@ -591,14 +596,15 @@ func (r *Registrar) startKeeper() {
 			}
 		}
 	})
-	go r.keep(ctx, r.kdone, r.kick, sess)
+	go r.keep(ctx, r.kdone, kick, sess)
 }
 
-// poke wakes the keeper.
+// poke wakes the keeper. It reads kick under r.mu, not r.runMu, which a
+// DeregisterContext waiting out a lost connection holds until its ctx ends.
 func (r *Registrar) poke() {
-	r.runMu.Lock()
+	r.mu.Lock()
 	kick := r.kick
-	r.runMu.Unlock()
+	r.mu.Unlock()
 	if kick == nil {
 		return
 	}
@@ -618,7 +624,10 @@ func (r *Registrar) stopKeeper() {
 	r.unsubs()
 	r.kcancel()
 	<-r.kdone
-	r.kcancel, r.kdone, r.kick = nil, nil, nil
+	r.kcancel, r.kdone = nil, nil
+	r.mu.Lock()
+	r.kick = nil
+	r.mu.Unlock()
 }
 
 // keep is the keeper's loop. kick (SetStatus) and sess (a new connection)
@@ -876,8 +885,8 @@ func (r *Registrar) DeregisterContext(ctx context.Context) error {
 			continue
 		}
 		if !ok || stat.EphemeralOwner != r.c.SessionID() {
-			if sent != nil {
-				return deleted(sent) // the delete landed (or the session's expiry did it)
+			if sent != nil && sent.EphemeralOwner == r.c.SessionID() {
+				return deleted(sent) // the delete landed: its reply was lost
 			}
 			return nil // gone, or another session's: not ours to delete
 		}
@@ -886,7 +895,9 @@ func (r *Registrar) DeregisterContext(ctx context.Context) error {
 			continue
 		}
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
-			sent = stat
+			if errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, errNoReply) {
+				sent = stat // sent, its fate unknown
+			}
 			if err := failed(err); err != nil {
 				return err
 			}

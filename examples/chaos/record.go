@@ -29,8 +29,10 @@ import (
 // session of its own, straight to the ensemble. What it could not read
 // (ZooKeeper down, its member restarting) is a gap, and so is a change it
 // can tell it missed: a node that came and went between two reads (the
-// service's child version moved more than the changes it saw) or a node
-// changed twice between them (its data version moved by more than one).
+// service's child version, which ZooKeeper moves on every create and
+// delete, moved more than the changes it saw), a node changed twice
+// between them (its data version moved by more than one), or a new node
+// already changed.
 type truthRecorder struct {
 	conn     *zk.Conn
 	base     string
@@ -222,8 +224,12 @@ func (r *truthRecorder) missed(gone, came []history.Change, seen map[string]node
 		}
 	}
 	for p, n := range seen {
-		if old, ok := r.known[p]; ok && old.czxid == n.czxid && n.version-old.version > 1 {
-			return true
+		old, ok := r.known[p]
+		switch {
+		case ok && old.czxid == n.czxid && n.version-old.version > 1:
+			return true // changed twice since the last read
+		case (!ok || old.czxid != n.czxid) && n.version > 0:
+			return true // created and changed since: its first state unseen
 		}
 	}
 	return false

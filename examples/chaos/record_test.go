@@ -246,4 +246,13 @@ func TestTheTruthMarksWhatItMissed(t *testing.T) {
 	if held, _ := r.holds(d.Path()); !held {
 		t.Fatal("d, created before the read, is not held")
 	}
+
+	e := reg("e", 1005) // created and changed between two reads
+	if err := e.SetStatus(ctx, sd.StatusOutOfService); err != nil {
+		t.Fatal(err)
+	}
+	r.read()
+	if gaps() != 3 {
+		t.Fatalf("a node created and changed between reads: %d gaps, want 3", gaps())
+	}
 }
