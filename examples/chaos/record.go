@@ -157,6 +157,17 @@ func (r *truthRecorder) read() {
 	start := time.Now()
 	seen := map[string]node{}
 	parents := map[string]container{}
+	// ZooKeeper's reads are sequentially consistent, not linearizable: a
+	// member may answer from behind what another member told a consumer
+	// (seen after a whole-ensemble restart: the truth read back nodes the
+	// consumers had seen deleted 6 s before). A sync first brings the
+	// member up to the leader, so the truth is never behind a consumer.
+	if _, err := r.conn.Sync("/"); err != nil {
+		r.mu.Lock()
+		r.blind = true
+		r.mu.Unlock()
+		return
+	}
 	for _, svc := range r.services {
 		if err := r.readService(svc, seen, parents); err != nil {
 			r.mu.Lock()
