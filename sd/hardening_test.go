@@ -397,33 +397,33 @@ func request(n int, b []byte) (xid, op int32, ok bool) {
 	return int32(binary.BigEndian.Uint32(b[4:8])), int32(binary.BigEndian.Uint32(b[8:12])), true
 }
 
-// cutAtCreate is a dialer whose connection hangs up at the first create
+// cutAtRequest is a dialer whose connection hangs up at the first create
 // request (of any kind; of ops when set), as a connection lost between the
 // parents' creates of a registration would: before sending it (afterSend
 // false: the write fails) or once it is sent, before its reply (the
 // request's fate is unknown, its call fails with zk.ErrConnectionClosed).
-type cutAtCreate struct {
+type cutAtRequest struct {
 	afterSend bool
 	ops       []int32
 	done      atomic.Bool
 	cuts      atomic.Int32
 }
 
-func (d *cutAtCreate) Dial(network, address string, timeout time.Duration) (net.Conn, error) {
+func (d *cutAtRequest) Dial(network, address string, timeout time.Duration) (net.Conn, error) {
 	c, err := net.DialTimeout(network, address, timeout)
 	if err != nil {
 		return nil, err
 	}
-	return &cutAtCreateConn{Conn: c, d: d}, nil
+	return &cutAtRequestConn{Conn: c, d: d}, nil
 }
 
-type cutAtCreateConn struct {
+type cutAtRequestConn struct {
 	net.Conn
-	d      *cutAtCreate
+	d      *cutAtRequest
 	writes int
 }
 
-func (c *cutAtCreateConn) Write(b []byte) (int, error) {
+func (c *cutAtRequestConn) Write(b []byte) (int, error) {
 	c.writes++
 	if _, op, ok := request(c.writes, b); ok {
 		ops := c.d.ops
@@ -459,7 +459,7 @@ func TestDeregisterWaitsOutAConnectionLostUnderItsDelete(t *testing.T) {
 	for _, op := range []int32{3, 2} { // exists, delete
 		for _, afterSend := range []bool{false, true} {
 			i++
-			dial := &cutAtCreate{afterSend: afterSend, ops: []int32{op}}
+			dial := &cutAtRequest{afterSend: afterSend, ops: []int32{op}}
 			cl := newClient(t, c, sd.Dialer(dial.Dial), sd.SessionTimeout(4*time.Second))
 			var deregistered atomic.Int32
 			r, err := sd.NewRegistrar(cl, instance(fmt.Sprintf("cutdelete%d", i), 8620+i),
@@ -507,7 +507,7 @@ func TestRegisterWaitsOutAConnectionLostUnderItsParentsCreate(t *testing.T) {
 	c := zktest.New(t)
 	look := testutil.ZKConn(t, c.Addrs())
 	for i, afterSend := range []bool{false, true} {
-		dial := &cutAtCreate{afterSend: afterSend}
+		dial := &cutAtRequest{afterSend: afterSend}
 		cl := newClient(t, c, sd.Dialer(dial.Dial), sd.SessionTimeout(4*time.Second))
 		r, err := sd.NewRegistrar(cl, instance(fmt.Sprintf("cutparents%d", i), 8611))
 		if err != nil {

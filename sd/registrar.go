@@ -383,16 +383,13 @@ func (r *Registrar) RegisterContext(ctx context.Context) error {
 				return werr
 			})
 		}
-		t := time.NewTimer(250 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("sd: register %s: %w (%w)", r.path, err, ctx.Err())
-		case <-watch:
-			watch = nil
-		case <-t.C:
+		woke, cerr := retryPause(ctx, watch)
+		if cerr != nil {
+			return fmt.Errorf("sd: register %s: %w (%w)", r.path, err, cerr)
 		}
-		t.Stop()
+		if woke {
+			watch = nil
+		}
 	}
 	r.mu.Lock()
 	r.registered = true
@@ -408,6 +405,22 @@ func isTransient(err error) bool {
 	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrSessionExpired) ||
 		errors.Is(err, zk.ErrNoServer) || errors.Is(err, zk.ErrSessionMoved) || errors.As(err, &op) ||
 		errors.Is(err, errNoReply)
+}
+
+// retryPause is the wait between two tries of a registration or a
+// deregistration after a transient error: 250 ms, less when watch fires
+// (woke), or ctx's error when it ends first.
+func retryPause(ctx context.Context, watch <-chan zk.Event) (woke bool, err error) {
+	t := time.NewTimer(250 * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false, ctx.Err()
+	case <-watch:
+		return true, nil
+	case <-t.C:
+		return false, nil
+	}
 }
 
 // errNoReply is a call's error when its reply did not come within
@@ -859,14 +872,10 @@ func (r *Registrar) DeregisterContext(ctx context.Context) error {
 		if neverConnected(err) || !isTransient(err) {
 			return fmt.Errorf("sd: deregister %s: %w", r.path, err)
 		}
-		t := time.NewTimer(250 * time.Millisecond)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("sd: deregister %s: %w (%w)", r.path, err, ctx.Err())
-		case <-t.C:
-			return nil
+		if _, cerr := retryPause(ctx, nil); cerr != nil {
+			return fmt.Errorf("sd: deregister %s: %w (%w)", r.path, err, cerr)
 		}
+		return nil
 	}
 	var sent *zk.Stat // the node a delete without reply was sent for
 	deleted := func(stat *zk.Stat) error {

@@ -152,6 +152,14 @@ func (r *truthRecorder) isArmed(key string) bool {
 	return false
 }
 
+// markBlind notes a read that failed: a gap, from the last complete read
+// to the next.
+func (r *truthRecorder) markBlind() {
+	r.mu.Lock()
+	r.blind = true
+	r.mu.Unlock()
+}
+
 // read reads every service and notes what changed since the last read.
 func (r *truthRecorder) read() {
 	start := time.Now()
@@ -163,16 +171,12 @@ func (r *truthRecorder) read() {
 	// consumers had seen deleted 6 s before). A sync first brings the
 	// member up to the leader, so the truth is never behind a consumer.
 	if _, err := r.conn.Sync("/"); err != nil {
-		r.mu.Lock()
-		r.blind = true
-		r.mu.Unlock()
+		r.markBlind()
 		return
 	}
 	for _, svc := range r.services {
 		if err := r.readService(svc, seen, parents); err != nil {
-			r.mu.Lock()
-			r.blind = true
-			r.mu.Unlock()
+			r.markBlind()
 			return
 		}
 	}
