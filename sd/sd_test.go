@@ -631,9 +631,7 @@ func TestProviderReregistersAfterItsSessionExpiredInAnOutage(t *testing.T) {
 	}
 	// The consumer can see the node before the provider has the create's
 	// reply, and the event follows that reply.
-	for deadline := time.Now().Add(10 * time.Second); reregistered.Load() == 0 && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.WaitFor(t, "the reregistered event", func() bool { return reregistered.Load() > 0 })
 	if n := reregistered.Load(); n != 1 {
 		t.Fatalf("re-registered %d times, want once", n)
 	}

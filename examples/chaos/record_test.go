@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/gracekit/gracekit/examples/internal/history"
+	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/sd"
 	"github.com/gracekit/gracekit/zktest"
 )
@@ -54,17 +56,10 @@ func waitPublished(t *testing.T, log *publishLog, service string, want []string,
 // held (and UP) or not.
 func waitTruth(t *testing.T, r *truthRecorder, p string, held, up bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.WaitFor(t, fmt.Sprintf("the truth holding %s held=%v up=%v", p, held, up), func() bool {
 		h, u := r.holds(p)
-		if h == held && u == up {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("within 30s the truth recorder did not see %s held=%v up=%v (it has held=%v up=%v)", p, held, up, h, u)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return h == held && u == up
+	})
 }
 
 func TestRecordedHistoriesPassAndABrokenConsumerFails(t *testing.T) {
