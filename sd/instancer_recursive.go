@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -222,7 +221,7 @@ func (in *Instancer) applyRecursive(w recWork, due map[string]bool) error {
 	in.mu.Lock()
 	fresh := len(in.entries) == 0 // then every entry will be one of names
 	in.mu.Unlock()
-	order, err := in.readAndStore(w, names, true)
+	err = in.readAndStore(w, names, true)
 	if err != nil {
 		return err
 	}
@@ -240,7 +239,7 @@ func (in *Instancer) applyRecursive(w recWork, due map[string]bool) error {
 	}
 	// ZooKeeper answered in full: the set is its own again.
 	in.pubErr = nil
-	in.publishOrderedLocked(order)
+	in.publishLocked()
 	in.markLoadedLocked()
 	in.mu.Unlock()
 	return nil
@@ -272,7 +271,7 @@ func (in *Instancer) applyOps(w recWork, due map[string]bool) error {
 	if len(names) == 0 {
 		return nil
 	}
-	if _, err := in.readAndStore(w, names, false); err != nil {
+	if err := in.readAndStore(w, names, false); err != nil {
 		return err // the caller re-reads the service
 	}
 	in.mu.Lock()
@@ -284,9 +283,8 @@ func (in *Instancer) applyOps(w recWork, due map[string]bool) error {
 // readAndStore reads names over w's session and stores what it read:
 // decoded nodes (the stored entry kept when czxid and version are
 // unchanged), unreadable ones, and the gone ones forgotten. A connection
-// failure stores nothing. A full bulk read also returns what it decoded,
-// sorted, for publishOrderedLocked.
-func (in *Instancer) readAndStore(w recWork, names []string, full bool) ([]named, error) {
+// failure stores nothing.
+func (in *Instancer) readAndStore(w recWork, names []string, full bool) error {
 	bulk := !in.opts.noBulk && len(names) > 1
 	known := make([]*entry, len(names))
 	in.mu.Lock()
@@ -318,25 +316,11 @@ func (in *Instancer) readAndStore(w recWork, names []string, full bool) ([]named
 	// sends the next ones, on this batch's goroutine alone: the server
 	// needs a core to produce them. The last one to arrive is decoded over
 	// every core, as nothing else is left to wait for. Reads later dropped
-	// by settle cost a decode for nothing, which is rare. A full bulk
-	// re-read also sorts each batch, for the publish (instancer_order.go).
-	var runs [][]named
-	decode := func(reads []zkwire.Read, lo int, more bool) {
-		decodeBatch(reads, lo, more, decodeOne)
-		if full && bulk {
-			run := make([]named, 0, len(reads))
-			for i := lo; i < lo+len(reads); i++ {
-				if decoded[i] != nil {
-					run = append(run, named{names[i], decoded[i].pub, decoded[i]})
-				}
-			}
-			slices.SortFunc(run, byPub)
-			runs = append(runs, run)
-		}
-	}
+	// by settle cost a decode for nothing, which is rare.
+	decode := func(reads []zkwire.Read, lo int, more bool) { decodeBatch(reads, lo, more, decodeOne) }
 	reads, seqs, err := readNodes(in.ctx, w.conn, paths, bulk, in.opts.concurrency, decode)
 	if err != nil {
-		return nil, fmt.Errorf("sd: read %s: %w", in.dir, err)
+		return fmt.Errorf("sd: read %s: %w", in.dir, err)
 	}
 	in.fetches.Add(int64(len(names)))
 	if bulk && full {
@@ -344,7 +328,7 @@ func (in *Instancer) readAndStore(w recWork, names []string, full bool) ([]named
 	}
 	keep, ok := w.feed.settle(w.gen, names, seqs)
 	if !ok {
-		return nil, nil // a new session re-reads everything
+		return nil // a new session re-reads everything
 	}
 	now := time.Now()
 	in.mu.Lock()
@@ -364,7 +348,7 @@ func (in *Instancer) readAndStore(w recWork, names []string, full bool) ([]named
 			in.entries[n] = decoded[i]
 		}
 	}
-	return mergeRuns(runs), nil
+	return nil
 }
 
 // decodeBatch decodes reads, the batch from lo, with decodeOne: on this

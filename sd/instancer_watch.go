@@ -707,13 +707,9 @@ func (in *Instancer) setErrLocked(err error) {
 // publishLocked computes the set and, when it or the error changed, hands
 // it to the subscribers. The error is kept: only a read clears it. in.mu
 // must be held.
-func (in *Instancer) publishLocked() { in.publishOrderedLocked(nil) }
-
-// publishOrderedLocked is publishLocked given the entries' order when a
-// full re-read knows it (see orderedLocked).
-func (in *Instancer) publishOrderedLocked(hint []named) {
+func (in *Instancer) publishLocked() {
 	now := time.Now()
-	all := in.orderedLocked(hint)
+	all := in.orderedLocked()
 	ents := all[:0] // filtered in place, in order
 	for _, e := range all {
 		if !e.ok || e.out {

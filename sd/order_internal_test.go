@@ -4,79 +4,75 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
-// mergeRuns gives what one sort of all the runs' entries gives, for any
-// number of runs of any length, duplicates included.
-func TestMergeRunsIsASort(t *testing.T) {
+func byPubThenID(a, b *entry) int {
+	if c := strings.Compare(a.pub, b.pub); c != 0 {
+		return c
+	}
+	return strings.Compare(a.inst.ID, b.inst.ID)
+}
+
+// sortByPub gives what a comparison sort by pub, then ID, gives: for pubs
+// that share a long prefix or none, that are shorter than a key or equal in
+// its 8 bytes, empty (a malformed node's), or the same on several IDs.
+func TestSortByPubIsASortByPubThenID(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for trial := range 300 {
-		var runs [][]named
-		var all []named
-		for range r.IntN(9) {
-			var run []named
-			for range r.IntN(40) {
-				e := &entry{pub: fmt.Sprintf("10.0.%d.%d:80", r.IntN(4), r.IntN(30))}
-				run = append(run, named{e.pub, e.pub, e})
+	shapes := []func() string{
+		func() string { return fmt.Sprintf("10.1.%d.%d:8080", r.IntN(40), r.IntN(250)) },
+		func() string {
+			return fmt.Sprintf("http://10.%d.%d.%d:%d", r.IntN(3), r.IntN(3), r.IntN(300), 80+r.IntN(3))
+		},
+		func() string { return fmt.Sprintf("[fd00::%x]:%d", r.IntN(1<<16), 443) },
+		func() string { return strings.Repeat("a", r.IntN(12)) + string(rune('a'+r.IntN(3))) },
+		func() string { return "" },
+		func() string { return "same-first-eight-bytes-" + fmt.Sprint(r.IntN(50)) },
+	}
+	for trial := range 400 {
+		var ents []*entry
+		for i := range r.IntN(300) {
+			shape := shapes[r.IntN(len(shapes))]
+			if trial%3 == 0 {
+				shape = shapes[trial%len(shapes)] // one shape: a long shared prefix
 			}
-			slices.SortFunc(run, byPub)
-			runs = append(runs, run)
-			all = append(all, run...)
+			ents = append(ents, &entry{pub: shape(), inst: Instance{ID: fmt.Sprintf("id-%03d", r.IntN(1000)+i*1000)}})
 		}
-		got := mergeRuns(runs)
-		slices.SortStableFunc(all, byPub)
-		if len(got) != len(all) {
-			t.Fatalf("trial %d: merged %d of %d entries", trial, len(got), len(all))
+		if trial%5 == 0 && len(ents) > 1 {
+			ents[1].pub = ents[0].pub // one pub on two instances
 		}
+		want := slices.Clone(ents)
+		slices.SortStableFunc(want, byPubThenID)
+		got := slices.Clone(ents)
+		sortByPub(got)
 		for i := range got {
-			if got[i].e.pub != all[i].e.pub {
-				t.Fatalf("trial %d: at %d %q, want %q", trial, i, got[i].e.pub, all[i].e.pub)
+			if got[i] != want[i] {
+				t.Fatalf("trial %d: at %d %q (%s), want %q (%s)", trial, i, got[i].pub, got[i].inst.ID, want[i].pub, want[i].inst.ID)
 			}
 		}
 	}
 }
 
-// The order a full re-read leaves is used only while it holds exactly the
-// stored entries; otherwise the entries are sorted anew. Either way the
-// result is every entry, sorted, once.
-func TestOrderHintIsUsedOnlyWhenItIsTheStoredSet(t *testing.T) {
-	mk := func(pub string) *entry { return &entry{pub: pub, ok: true} }
-	a, b, c := mk("10.0.0.1:80"), mk("10.0.0.2:80"), mk("10.0.0.3:80")
-	for _, tc := range []struct {
-		name    string
-		entries map[string]*entry
-		hint    []named
-		used    bool
-	}{
-		{"exact", map[string]*entry{"a": a, "b": b, "c": c}, []named{{"a", a.pub, a}, {"b", b.pub, b}, {"c", c.pub, c}}, true},
-		{"an entry stored after it", map[string]*entry{"a": a, "b": b, "c": c}, []named{{"a", a.pub, a}, {"c", c.pub, c}}, false},
-		{"an entry replaced after it", map[string]*entry{"a": a, "b": mk("10.0.0.9:80"), "c": c}, []named{{"a", a.pub, a}, {"b", b.pub, b}, {"c", c.pub, c}}, false},
-		{"an entry forgotten after it", map[string]*entry{"a": a, "c": c}, []named{{"a", a.pub, a}, {"b", b.pub, b}, {"c", c.pub, c}}, false},
-		// A listing that names a child twice, beside an unreadable child
-		// kept from before: as long as the stored set, and each one stored.
-		{"a child listed twice", map[string]*entry{"a": a, "c": c}, []named{{"a", a.pub, a}, {"a", a.pub, a}}, false},
-		{"none", map[string]*entry{"c": c, "a": a, "b": b}, nil, false},
-	} {
-		in := &Instancer{entries: tc.entries}
-		// A hint in the wrong order shows whether it was used.
-		if tc.used {
-			slices.Reverse(tc.hint)
+// orderedLocked is every stored entry once, sorted.
+func TestOrderedLockedIsEveryEntrySorted(t *testing.T) {
+	in := &Instancer{entries: map[string]*entry{}}
+	for i := range 1000 {
+		id := fmt.Sprintf("%04d", i)
+		in.entries[id] = &entry{pub: fmt.Sprintf("10.0.%d.%d:80", i%7, i%251), inst: Instance{ID: id}}
+	}
+	got := in.orderedLocked()
+	if len(got) != len(in.entries) {
+		t.Fatalf("%d entries, want %d", len(got), len(in.entries))
+	}
+	seen := map[*entry]bool{}
+	for i, e := range got {
+		if seen[e] {
+			t.Fatalf("%s twice", e.inst.ID)
 		}
-		got := in.orderedLocked(tc.hint)
-		var pubs, want []string
-		for _, e := range got {
-			pubs = append(pubs, e.pub)
-		}
-		for _, e := range tc.entries {
-			want = append(want, e.pub)
-		}
-		slices.Sort(want)
-		if tc.used {
-			slices.Reverse(want) // the hint's own order
-		}
-		if !slices.Equal(pubs, want) {
-			t.Errorf("%s: %v, want %v (the hint used: %v)", tc.name, pubs, want, tc.used)
+		seen[e] = true
+		if i > 0 && byPubThenID(got[i-1], e) > 0 {
+			t.Fatalf("at %d: %q after %q", i, e.pub, got[i-1].pub)
 		}
 	}
 }
