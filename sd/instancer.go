@@ -194,13 +194,22 @@ type Instancer struct {
 	mode                                                              atomic.Int32 // WatchMode in use
 }
 
+// entry is a stored node. What a publish reads of every entry (key, pub,
+// ok, out) comes first, in one cache line: a publish of 10,000 entries
+// that reached past inst for them missed the cache at each.
 type entry struct {
-	inst    Instance
-	ok      bool   // decoded; a malformed node is kept out of the set
-	czxid   int64  // of the node read, malformed or not
-	version int32  // data version read
+	key     pubKey // pub's first bytes, for sortByPub: set with pub, by setPub
 	pub     string // what is published for inst, rendered once
+	ok      bool   // decoded; a malformed node is kept out of the set
 	out     bool   // inst is OUT_OF_SERVICE: read once, not per publish
+	version int32  // data version read
+	czxid   int64  // of the node read, malformed or not
+	inst    Instance
+}
+
+// setPub sets what e publishes, and its sort key with it.
+func (e *entry) setPub(pub string) {
+	e.pub, e.key = pub, keyOf(pub)
 }
 
 // NewInstancer starts watching service under the base path and returns

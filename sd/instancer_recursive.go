@@ -286,15 +286,14 @@ func (in *Instancer) applyOps(w recWork, due map[string]bool) error {
 // failure stores nothing.
 func (in *Instancer) readAndStore(w recWork, names []string, full bool) error {
 	bulk := !in.opts.noBulk && len(names) > 1
-	known := make([]*entry, len(names))
-	in.mu.Lock()
-	for i, n := range names {
-		known[i] = in.entries[n]
-	}
-	in.mu.Unlock()
-	paths := make([]string, len(names)) // for the requests and the instances
-	for i, n := range names {
-		paths[i] = in.dir + "/" + n // a child name has no '/'
+	var known []*entry // filled in by start, once the first request is out
+	start := func() {
+		known = make([]*entry, len(names))
+		in.mu.Lock()
+		for i, n := range names {
+			known[i] = in.entries[n]
+		}
+		in.mu.Unlock()
 	}
 	decoded := make([]*entry, len(names))
 	decodeOne := func(i int, r *zkwire.Read) {
@@ -310,7 +309,7 @@ func (in *Instancer) readAndStore(w recWork, names []string, full bool) error {
 		if in.opts.keepData {
 			data = bytes.Clone(data)
 		}
-		decoded[i] = in.decodeAt(names[i], paths[i], data, &st)
+		decoded[i] = in.decodeAt(names[i], in.dir+"/"+names[i], data, &st) // a child name has no '/'
 	}
 	// Each batch is decoded as soon as it arrives, while the server still
 	// sends the next ones, on this batch's goroutine alone: the server
@@ -318,7 +317,7 @@ func (in *Instancer) readAndStore(w recWork, names []string, full bool) error {
 	// every core, as nothing else is left to wait for. Reads later dropped
 	// by settle cost a decode for nothing, which is rare.
 	decode := func(reads []zkwire.Read, lo int, more bool) { decodeBatch(reads, lo, more, decodeOne) }
-	reads, seqs, err := readNodes(in.ctx, w.conn, paths, bulk, in.opts.concurrency, decode)
+	reads, seqs, err := readNodes(in.ctx, w.conn, in.dir, names, bulk, in.opts.concurrency, start, decode)
 	if err != nil {
 		return fmt.Errorf("sd: read %s: %w", in.dir, err)
 	}
@@ -409,35 +408,48 @@ func recBatches(n int) []int {
 	}
 }
 
-// readNodes reads the nodes at paths over conn: with multiRead in batches
-// when bulk, else one getData each, at most concurrency in flight. A
-// node's own error (gone, an ACL) is its Read's Err; seqs are the stream
-// positions of the replies. Each batch, once in, goes to got with the
+// readNodes reads the children names of dir over conn: with multiRead in
+// batches when bulk, else one getData each, at most concurrency in flight.
+// A node's own error (gone, an ACL) is its Read's Err; seqs are the stream
+// positions of the replies. start runs once the first request is out,
+// before any reply is handed on. Each batch, once in, goes to got with the
 // index of its first read and whether replies are still to come; single
 // reads go to got one by one, from the goroutine that read each.
-func readNodes(ctx context.Context, conn *zkwire.Conn, paths []string, bulk bool, concurrency int, got func(reads []zkwire.Read, lo int, more bool)) ([]zkwire.Read, []uint64, error) {
+func readNodes(ctx context.Context, conn *zkwire.Conn, dir string, names []string, bulk bool, concurrency int, start func(), got func(reads []zkwire.Read, lo int, more bool)) ([]zkwire.Read, []uint64, error) {
 	if bulk {
-		return readBulk(ctx, conn, paths, true, got)
+		return readBulk(ctx, conn, dir, names, true, start, got)
 	}
-	return readEach(ctx, conn, paths, concurrency, got)
+	start()
+	return readEach(ctx, conn, dir, names, concurrency, got)
 }
 
-// readBulk sends every batch at once, from here: the server answers a
-// session's requests in order, so waiting for each in turn waits for
-// nothing, and no goroutine per batch grows a stack to decode.
+// readBulk sends the first batch as soon as it is written, then the others
+// at once, from here: the server answers a session's requests in order, so
+// it works on the first while the rest are written, and waiting for each
+// reply in turn waits for nothing. No goroutine per batch grows a stack to
+// decode.
 //
 // With release, got has decoded each batch when it returns, and its reply
 // frame is given back for a later batch (zkwire.Reply.Release).
-func readBulk(ctx context.Context, conn *zkwire.Conn, paths []string, release bool, got func([]zkwire.Read, int, bool)) ([]zkwire.Read, []uint64, error) {
-	reads := make([]zkwire.Read, len(paths))
-	seqs := make([]uint64, len(paths))
-	sizes := recBatches(len(paths))
-	reqs := make([]zkwire.Req, len(sizes))
-	for k, lo := 0, 0; k < len(sizes); k++ {
-		reqs[k] = zkwire.Req{Op: zkwire.OpMultiRead, Body: zkwire.MultiGetDataBody(paths[lo : lo+sizes[k]])}
-		lo += sizes[k]
+func readBulk(ctx context.Context, conn *zkwire.Conn, dir string, names []string, release bool, start func(), got func([]zkwire.Read, int, bool)) ([]zkwire.Read, []uint64, error) {
+	sizes := recBatches(len(names))
+	req := func(lo, k int) zkwire.Req {
+		return zkwire.Req{Op: zkwire.OpMultiRead, Body: zkwire.MultiGetDataBody(dir, names[lo:lo+sizes[k]])}
 	}
-	calls := conn.SendAll(reqs...)
+	calls := conn.SendAll(req(0, 0))
+	if len(sizes) > 1 {
+		rest := make([]zkwire.Req, 0, len(sizes)-1)
+		for k, lo := 1, sizes[0]; k < len(sizes); k++ {
+			rest = append(rest, req(lo, k))
+			lo += sizes[k]
+		}
+		calls = append(calls, conn.SendAll(rest...)...)
+	}
+	if start != nil {
+		start()
+	}
+	reads := make([]zkwire.Read, len(names))
+	seqs := make([]uint64, len(names))
 	for k, lo := 0, 0; k < len(calls); k++ {
 		hi := lo + sizes[k]
 		r, err := calls[k].Wait(ctx)
@@ -473,17 +485,17 @@ func readBulk(ctx context.Context, conn *zkwire.Conn, paths []string, release bo
 
 // readEach reads one node per getData, concurrency at a time. Each read
 // goes to got alone (more true: one read is decoded where it is).
-func readEach(ctx context.Context, conn *zkwire.Conn, paths []string, concurrency int, got func([]zkwire.Read, int, bool)) ([]zkwire.Read, []uint64, error) {
-	reads := make([]zkwire.Read, len(paths))
-	seqs := make([]uint64, len(paths))
+func readEach(ctx context.Context, conn *zkwire.Conn, dir string, names []string, concurrency int, got func([]zkwire.Read, int, bool)) ([]zkwire.Read, []uint64, error) {
+	reads := make([]zkwire.Read, len(names))
+	seqs := make([]uint64, len(names))
 	var mu sync.Mutex
 	var firstErr error
 	var wg sync.WaitGroup
 	var next atomic.Int64
-	for range min(concurrency, len(paths)) {
+	for range min(concurrency, len(names)) {
 		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < len(paths); i = int(next.Add(1) - 1) {
-				r, err := conn.Do(ctx, zkwire.OpGetData, zkwire.GetDataBody(paths[i]))
+			for i := int(next.Add(1) - 1); i < len(names); i = int(next.Add(1) - 1) {
+				r, err := conn.Do(ctx, zkwire.OpGetData, zkwire.GetDataBody(dir+"/"+names[i]))
 				if code := zkwire.Code(err); code != 0 {
 					reads[i], seqs[i] = zkwire.Read{Err: code}, r.Seq
 					continue

@@ -686,7 +686,9 @@ func (in *Instancer) decodeAt(name, nodePath string, data []byte, stat *zk.Stat)
 	}
 	inst.Path = nodePath
 	inst.Czxid, inst.Version, inst.EphemeralOwner = stat.Czxid, stat.Version, stat.EphemeralOwner
-	return &entry{inst: inst, ok: true, czxid: stat.Czxid, version: stat.Version, pub: in.render(inst), out: inst.Status() == StatusOutOfService}
+	e := &entry{inst: inst, ok: true, czxid: stat.Czxid, version: stat.Version, out: inst.Status() == StatusOutOfService}
+	e.setPub(in.render(inst)) // while the node is in the cache, not later in the sort
+	return e
 }
 
 // setErrLocked publishes err with the current set; it stays on every event
@@ -713,6 +715,10 @@ func (in *Instancer) publishLocked() {
 	ents := all[:0] // filtered in place, in order
 	for _, e := range all {
 		if !e.ok || e.out {
+			continue
+		}
+		if len(in.tombs) == 0 {
+			ents = append(ents, e) // without reaching into inst for the ID
 			continue
 		}
 		if t, ok := in.tombs[e.inst.ID]; ok {

@@ -47,10 +47,10 @@ func openBulk(ctx context.Context, timeout time.Duration, dial func(context.Cont
 	return s
 }
 
-// read waits for the handshake and reads paths with readBulk, handing
-// each batch to got as it arrives, in order, with the index of its first
-// path. One read per session.
-func (s *bulkSession) read(paths []string, got func(first int, reads []zkwire.Read)) error {
+// read waits for the handshake and reads the children names of dir with
+// readBulk, handing each batch to got as it arrives, in order, with the
+// index of its first name. One read per session.
+func (s *bulkSession) read(dir string, names []string, got func(first int, reads []zkwire.Read)) error {
 	<-s.done
 	if s.err != nil {
 		return s.err
@@ -62,7 +62,7 @@ func (s *bulkSession) read(paths []string, got func(first int, reads []zkwire.Re
 	ctx, cancel := context.WithTimeout(s.ctx, s.timeout)
 	defer cancel()
 	// got hands the reads to other goroutines: their frames stay theirs.
-	_, _, err := readBulk(ctx, s.conn, paths, false, func(reads []zkwire.Read, lo int, _ bool) { got(lo, reads) })
+	_, _, err := readBulk(ctx, s.conn, dir, names, false, nil, func(reads []zkwire.Read, lo int, _ bool) { got(lo, reads) })
 	return err
 }
 
@@ -72,10 +72,6 @@ var errBulkIncomplete = errors.New("sd: bulk read: a node was gone or unreadable
 // each batch on every core while the next is on its way: decoding
 // Curator JSON costs about as much as reading it.
 func (in *Instancer) bulkDecode(s *bulkSession, names []string) ([]*entry, error) {
-	paths := make([]string, len(names))
-	for i, n := range names {
-		paths[i] = in.dir + "/" + n // a child name has no '/'
-	}
 	type chunk struct {
 		first int
 		reads []zkwire.Read
@@ -89,13 +85,15 @@ func (in *Instancer) bulkDecode(s *bulkSession, names []string) ([]*entry, error
 				for i := range c.reads {
 					r := &c.reads[i]
 					st := zk.Stat{Czxid: r.Stat.Czxid, Mzxid: r.Stat.Mzxid, Version: r.Stat.Version, EphemeralOwner: r.Stat.EphemeralOwner}
-					decoded[c.first+i] = in.decodeAt(names[c.first+i], paths[c.first+i], r.Data, &st)
+					n := names[c.first+i]
+					decoded[c.first+i] = in.decodeAt(n, in.dir+"/"+n, r.Data, &st) // a child name has no '/'
+
 				}
 			}
 		})
 	}
 	complete := true
-	err := s.read(paths, func(first int, reads []zkwire.Read) {
+	err := s.read(in.dir, names, func(first int, reads []zkwire.Read) {
 		for i := range reads {
 			complete = complete && reads[i].Err == 0
 		}

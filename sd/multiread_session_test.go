@@ -45,7 +45,7 @@ func TestBulkSessionCloseInterruptsAHandshake(t *testing.T) {
 	case <-time.After(handshakeTimeout / 2):
 		t.Fatal("close waited for the handshake's timeout")
 	}
-	if err := s.read([]string{"/x"}, func(int, []zkwire.Read) {}); err == nil {
+	if err := s.read("", []string{"x"}, func(int, []zkwire.Read) {}); err == nil {
 		t.Fatal("a read after close succeeded")
 	}
 }
@@ -55,25 +55,25 @@ func TestBulkSessionReadsBatchesInOrder(t *testing.T) {
 	c := zktest.New(t)
 	conn := testutil.ZKConn(t, c.Addrs())
 	const n = 517
-	var paths []string
+	var names, paths []string
 	if _, err := conn.Create("/bulk", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}
 	for i := range n {
 		p := fmt.Sprintf("/bulk/n%04d", i)
-		paths = append(paths, p)
+		names, paths = append(names, p[len("/bulk/"):]), append(paths, p)
 		if _, err := conn.Create(p, []byte(p), 0, zk.WorldACL(zk.PermAll)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	paths = append(paths, "/bulk/gone")
+	names, paths = append(names, "gone"), append(paths, "/bulk/gone")
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitLimit)
 	defer cancel()
 	s := openBulk(ctx, testutil.WaitLimit, dialBulk(c.Addrs()[0], testutil.WaitLimit))
 	defer s.close()
 	var firsts []int
 	next := 0
-	err := s.read(paths, func(first int, res []zkwire.Read) {
+	err := s.read("/bulk", names, func(first int, res []zkwire.Read) {
 		firsts = append(firsts, first)
 		if first != next {
 			t.Errorf("batch at %d, want %d", first, next)

@@ -28,7 +28,10 @@ func TestSortByPubIsASortByPubThenID(t *testing.T) {
 		func() string { return fmt.Sprintf("[fd00::%x]:%d", r.IntN(1<<16), 443) },
 		func() string { return strings.Repeat("a", r.IntN(12)) + string(rune('a'+r.IntN(3))) },
 		func() string { return "" },
-		func() string { return "same-first-eight-bytes-" + fmt.Sprint(r.IntN(50)) },
+		func() string { return "the-same-first-sixteen-bytes-" + fmt.Sprint(r.IntN(50)) },
+		func() string {
+			return fmt.Sprintf("https://10.%d.%d.%d:%d/", r.IntN(2), r.IntN(300), r.IntN(300), 8000+r.IntN(3))
+		},
 	}
 	for trial := range 400 {
 		var ents []*entry
@@ -37,10 +40,12 @@ func TestSortByPubIsASortByPubThenID(t *testing.T) {
 			if trial%3 == 0 {
 				shape = shapes[trial%len(shapes)] // one shape: a long shared prefix
 			}
-			ents = append(ents, &entry{pub: shape(), inst: Instance{ID: fmt.Sprintf("id-%03d", r.IntN(1000)+i*1000)}})
+			e := &entry{inst: Instance{ID: fmt.Sprintf("id-%03d", r.IntN(1000)+i*1000)}}
+			e.setPub(shape())
+			ents = append(ents, e)
 		}
 		if trial%5 == 0 && len(ents) > 1 {
-			ents[1].pub = ents[0].pub // one pub on two instances
+			ents[1].setPub(ents[0].pub) // one pub on two instances
 		}
 		want := slices.Clone(ents)
 		slices.SortStableFunc(want, byPubThenID)
@@ -59,7 +64,9 @@ func TestOrderedLockedIsEveryEntrySorted(t *testing.T) {
 	in := &Instancer{entries: map[string]*entry{}}
 	for i := range 1000 {
 		id := fmt.Sprintf("%04d", i)
-		in.entries[id] = &entry{pub: fmt.Sprintf("10.0.%d.%d:80", i%7, i%251), inst: Instance{ID: id}}
+		e := &entry{inst: Instance{ID: id}}
+		e.setPub(fmt.Sprintf("10.0.%d.%d:80", i%7, i%251))
+		in.entries[id] = e
 	}
 	got := in.orderedLocked()
 	if len(got) != len(in.entries) {

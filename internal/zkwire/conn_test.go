@@ -101,7 +101,7 @@ func TestRecursiveWatchReportsChangesBelowIt(t *testing.T) {
 	if names, err := zkwire.ParseChildren(r.Body); err != nil || len(names) != 1 || names[0] != "a" {
 		t.Fatalf("children %v, %v", names, err)
 	}
-	r, err = conn.Do(ctx, zkwire.OpMultiRead, zkwire.MultiGetDataBody([]string{"/svc/a", "/svc/none"}))
+	r, err = conn.Do(ctx, zkwire.OpMultiRead, zkwire.MultiGetDataBody("/svc", []string{"a", "none"}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -220,19 +220,24 @@ func AuthBody(scheme string, auth []byte) []byte {
 	return append(b, auth...)
 }
 
-// MultiGetDataBody is a MultiRequest of GetDataRequests without watches.
-func MultiGetDataBody(paths []string) []byte {
+// MultiGetDataBody is a MultiRequest of GetDataRequests without watches,
+// for the children names of dir: the paths are written straight into the
+// request, never made as strings.
+func MultiGetDataBody(dir string, names []string) []byte {
 	size := multiHdrSize
-	for _, p := range paths {
-		size += multiHdrSize + 4 + len(p) + 1
+	for _, n := range names {
+		size += multiHdrSize + 4 + len(dir) + 1 + len(n) + 1
 	}
 	b := make([]byte, 0, size) // a load's batches are tens of kilobytes: no growing
-	for _, p := range paths {
+	for _, n := range names {
 		// MultiHeader{type, done, err} then GetDataRequest{path, watch}.
 		b = binary.BigEndian.AppendUint32(b, OpGetData)
 		b = append(b, 0)
 		b = binary.BigEndian.AppendUint32(b, 0xFFFFFFFF)
-		b = append(appendString(b, p), 0)
+		b = binary.BigEndian.AppendUint32(b, uint32(len(dir)+1+len(n)))
+		b = append(b, dir...)
+		b = append(b, '/')
+		b = append(append(b, n...), 0)
 	}
 	b = binary.BigEndian.AppendUint32(b, 0xFFFFFFFF) // the closing MultiHeader
 	b = append(b, 1)
