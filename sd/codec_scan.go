@@ -351,7 +351,8 @@ func (s *scanner) int(bits int) (int64, bool) {
 	var n uint64
 	for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
 		d := uint64(s.b[s.i] - '0')
-		if n > (math.MaxUint64-d)/10 {
+		// 19 digits fit in a uint64: only a longer number can overflow.
+		if s.i-start >= 19 && n > (math.MaxUint64-d)/10 {
 			return 0, false
 		}
 		n = n*10 + d

@@ -363,17 +363,36 @@ func TestInstancerReadHonoursAnEmbeddingCodecsDecode(t *testing.T) {
 	}
 }
 
-// plainASCII's word-at-a-time test against the byte it stands for, for
-// every byte value at every position of a word and its tail.
-func TestPlainASCIIMatchesAByteTest(t *testing.T) {
+// text's word-at-a-time scan against a byte loop, for every byte value at
+// every position before the quote, at it and after it, in strings shorter
+// and longer than a word.
+func TestTextMatchesAByteLoop(t *testing.T) {
+	want := func(b []byte) (int, bool) {
+		for i, c := range b {
+			switch {
+			case c == '"':
+				return i, true
+			case c < 0x20 || c >= 0x80 || c == '\\':
+				return 0, false
+			}
+		}
+		return 0, false
+	}
 	for n := range 20 {
-		for pos := range n {
-			for c := range 256 {
-				b := bytes.Repeat([]byte{'a'}, n)
-				b[pos] = byte(c)
-				want := c >= 0x20 && c < 0x80 && c != '\\'
-				if got := plainASCII(b); got != want {
-					t.Fatalf("plainASCII(%q) = %v, want %v", b, got, want)
+		for _, quoteAt := range []int{-1, n / 3, n - 1} {
+			for pos := range n {
+				for c := range 256 {
+					b := bytes.Repeat([]byte{'a'}, n)
+					if quoteAt >= 0 {
+						b[quoteAt] = '"'
+					}
+					b[pos] = byte(c)
+					end, ok := want(b)
+					s := scanner{b: b}
+					got, gotOK := s.text()
+					if gotOK != ok || ok && (len(got) != end || s.i != end) {
+						t.Fatalf("text(%q) = %q, %v (at %d); want %d, %v", b, got, gotOK, s.i, end, ok)
+					}
 				}
 			}
 		}

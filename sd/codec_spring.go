@@ -1,8 +1,8 @@
 package sd
 
 import (
-	"bytes"
 	"encoding/binary"
+	"math/bits"
 )
 
 // Curator writes a Spring instance with the same bytes around its values
@@ -60,14 +60,43 @@ func scanSpring(data []byte) (v curatorView, ok bool) {
 // text reads a string's bytes up to its closing quote, which it leaves for
 // the literal that follows: plain ASCII only (no escape, no control byte),
 // as str reads it; anything else gives up.
+//
+// One pass, eight bytes at a time, finds the quote and checks the bytes
+// before it: IndexByte and then plainASCII were two, and a fifth of the
+// decoding.
 func (s *scanner) text() ([]byte, bool) {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	rest := s.b[s.i:]
-	end := bytes.IndexByte(rest, '"')
-	if end < 0 || !plainASCII(rest[:end]) {
-		return nil, false
+	i := 0
+	for ; i+8 <= len(rest); i += 8 {
+		x := binary.LittleEndian.Uint64(rest[i:])
+		qs, bs := x^(ones*'"'), x^(ones*'\\')
+		// The lowest flag of each mask is exact: a false one only follows
+		// a true one (a borrow).
+		quote := (qs - ones) &^ qs & highs
+		bad := x&highs | (x-ones*0x20)&^x&highs | (bs-ones)&^bs&highs
+		if quote != 0 {
+			if bad&(quote&-quote-1) != 0 { // a bad byte before the quote
+				return nil, false
+			}
+			end := i + bits.TrailingZeros64(quote)/8
+			s.i += end
+			return rest[:end], true
+		}
+		if bad != 0 {
+			return nil, false
+		}
 	}
-	s.i += end
-	return rest[:end], true
+	for ; i < len(rest); i++ {
+		switch c := rest[i]; {
+		case c == '"':
+			s.i += i
+			return rest[:i], true
+		case c < 0x20 || c >= 0x80 || c == '\\':
+			return nil, false
+		}
+	}
+	return nil, false
 }
 
 // stringMap reads {"k":"v",...} with plain keys and values and no
@@ -96,26 +125,4 @@ func (s *scanner) stringMap() bool {
 			return false
 		}
 	}
-}
-
-// plainASCII reports whether b holds only printable ASCII without a
-// backslash, which a JSON string holds unchanged: eight bytes at a time,
-// as a byte loop was most of a string's cost.
-func plainASCII(b []byte) bool {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	for len(b) >= 8 {
-		x := binary.LittleEndian.Uint64(b)
-		bs := x ^ (ones * '\\')
-		// A byte from 0x80 up, one below 0x20, or a backslash.
-		if x&highs != 0 || (x-ones*0x20)&^x&highs != 0 || (bs-ones)&^bs&highs != 0 {
-			return false
-		}
-		b = b[8:]
-	}
-	for _, c := range b {
-		if c < 0x20 || c >= 0x80 || c == '\\' {
-			return false
-		}
-	}
-	return true
 }
