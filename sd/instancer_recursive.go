@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -221,7 +222,7 @@ func (in *Instancer) applyRecursive(w recWork, due map[string]bool) error {
 	in.mu.Lock()
 	fresh := len(in.entries) == 0 // then every entry will be one of names
 	in.mu.Unlock()
-	err = in.readAndStore(w, names, true)
+	order, err := in.readAndStore(w, names, true)
 	if err != nil {
 		return err
 	}
@@ -239,7 +240,11 @@ func (in *Instancer) applyRecursive(w recWork, due map[string]bool) error {
 	}
 	// ZooKeeper answered in full: the set is its own again.
 	in.pubErr = nil
-	in.publishLocked()
+	if order != nil {
+		in.publishSortedLocked(order) // the set stored was empty: order is all of it
+	} else {
+		in.publishLocked()
+	}
 	in.markLoadedLocked()
 	in.mu.Unlock()
 	return nil
@@ -271,7 +276,7 @@ func (in *Instancer) applyOps(w recWork, due map[string]bool) error {
 	if len(names) == 0 {
 		return nil
 	}
-	if err := in.readAndStore(w, names, false); err != nil {
+	if _, err := in.readAndStore(w, names, false); err != nil {
 		return err // the caller re-reads the service
 	}
 	in.mu.Lock()
@@ -283,15 +288,24 @@ func (in *Instancer) applyOps(w recWork, due map[string]bool) error {
 // readAndStore reads names over w's session and stores what it read:
 // decoded nodes (the stored entry kept when czxid and version are
 // unchanged), unreadable ones, and the gone ones forgotten. A connection
-// failure stores nothing.
-func (in *Instancer) readAndStore(w recWork, names []string, full bool) error {
+// failure stores nothing. A full read that stored every child into an
+// empty set returns the stored entries sorted (orderedLocked's answer,
+// for publishSortedLocked), else nil.
+func (in *Instancer) readAndStore(w recWork, names []string, full bool) ([]*entry, error) {
 	bulk := !in.opts.noBulk && len(names) > 1
 	var known []*entry // filled in by start, once the first request is out
+	// A first load (into an empty set) builds its map of entries as each
+	// batch is decoded, while the server still sends the next, instead of
+	// after the last reply: 1.3 to 1.7 ms at 10,000 nodes.
+	var built map[string]*entry
 	start := func() {
 		known = make([]*entry, len(names))
 		in.mu.Lock()
 		for i, n := range names {
 			known[i] = in.entries[n]
+		}
+		if full && bulk && len(in.entries) == 0 && len(in.unread) == 0 { // bulk: got runs on one goroutine
+			built = make(map[string]*entry, len(names))
 		}
 		in.mu.Unlock()
 	}
@@ -316,10 +330,19 @@ func (in *Instancer) readAndStore(w recWork, names []string, full bool) error {
 	// needs a core to produce them. The last one to arrive is decoded over
 	// every core, as nothing else is left to wait for. Reads later dropped
 	// by settle cost a decode for nothing, which is rare.
-	decode := func(reads []zkwire.Read, lo int, more bool) { decodeBatch(reads, lo, more, decodeOne) }
+	decode := func(reads []zkwire.Read, lo int, more bool) {
+		decodeBatch(reads, lo, more, decodeOne)
+		if built != nil {
+			for i := lo; i < lo+len(reads); i++ {
+				if decoded[i] != nil {
+					built[names[i]] = decoded[i]
+				}
+			}
+		}
+	}
 	reads, seqs, err := readNodes(in.ctx, w.conn, in.dir, names, bulk, in.opts.concurrency, start, decode)
 	if err != nil {
-		return fmt.Errorf("sd: read %s: %w", in.dir, err)
+		return nil, fmt.Errorf("sd: read %s: %w", in.dir, err)
 	}
 	in.fetches.Add(int64(len(names)))
 	if bulk && full {
@@ -327,11 +350,19 @@ func (in *Instancer) readAndStore(w recWork, names []string, full bool) error {
 	}
 	keep, ok := w.feed.settle(w.gen, names, seqs)
 	if !ok {
-		return nil // a new session re-reads everything
+		return nil, nil // a new session re-reads everything
 	}
-	now := time.Now()
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	if built != nil && len(built) == len(names) && allRead(reads, keep) && len(in.entries) == 0 {
+		// Every child read and kept, none listed twice: the set is what
+		// was decoded, and so is its order.
+		in.entries = built
+		order := slices.Clone(decoded)
+		sortByPub(order)
+		return order, nil
+	}
+	now := time.Now()
 	if len(in.entries) == 0 {
 		in.entries = make(map[string]*entry, len(names)) // a first load: no growing
 	}
@@ -347,7 +378,17 @@ func (in *Instancer) readAndStore(w recWork, names []string, full bool) error {
 			in.entries[n] = decoded[i]
 		}
 	}
-	return nil
+	return nil, nil
+}
+
+// allRead reports whether every read succeeded and is kept.
+func allRead(reads []zkwire.Read, keep []bool) bool {
+	for i := range reads {
+		if reads[i].Err != 0 || !keep[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // decodeBatch decodes reads, the batch from lo, with decodeOne: on this

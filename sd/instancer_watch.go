@@ -709,9 +709,12 @@ func (in *Instancer) setErrLocked(err error) {
 // publishLocked computes the set and, when it or the error changed, hands
 // it to the subscribers. The error is kept: only a read clears it. in.mu
 // must be held.
-func (in *Instancer) publishLocked() {
+func (in *Instancer) publishLocked() { in.publishSortedLocked(in.orderedLocked()) }
+
+// publishSortedLocked is publishLocked given every stored entry, sorted as
+// orderedLocked sorts them. It filters all in place.
+func (in *Instancer) publishSortedLocked(all []*entry) {
 	now := time.Now()
-	all := in.orderedLocked()
 	ents := all[:0] // filtered in place, in order
 	for _, e := range all {
 		if !e.ok || e.out {

@@ -5,13 +5,16 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	kitsd "github.com/go-kit/kit/sd"
 	"github.com/go-zookeeper/zk"
 
 	"github.com/gracekit/gracekit/internal/testutil"
@@ -477,4 +480,112 @@ func TestRecursiveModeConvergesUnderChurn(t *testing.T) {
 		}
 	}
 	waitSet(t, ch, want...)
+}
+
+// twiceConn lists the first child of every getChildren reply a second
+// time, at the end, as only a broken server would.
+type twiceConn struct {
+	net.Conn
+	mu      sync.Mutex
+	lists   map[int32]bool // xids of the getChildren requests sent
+	reads   int
+	buf     []byte
+	doubled *atomic.Int32
+}
+
+func (c *twiceConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	for _, at := range opOffsets(p) {
+		if binary.BigEndian.Uint32(p[at:]) == 8 { // getChildren
+			c.lists[int32(binary.BigEndian.Uint32(p[at-4:]))] = true
+		}
+	}
+	c.mu.Unlock()
+	return c.Conn.Write(p)
+}
+
+func (c *twiceConn) Read(p []byte) (int, error) {
+	if len(c.buf) == 0 {
+		var hdr [4]byte
+		if _, err := io.ReadFull(c.Conn, hdr[:]); err != nil {
+			return 0, err
+		}
+		frame := make([]byte, 4+binary.BigEndian.Uint32(hdr[:]))
+		copy(frame, hdr[:])
+		if _, err := io.ReadFull(c.Conn, frame[4:]); err != nil {
+			return 0, err
+		}
+		c.reads++
+		if c.reads > 1 && len(frame) >= 24 { // the first is the connect response
+			c.mu.Lock()
+			list := c.lists[int32(binary.BigEndian.Uint32(frame[4:8]))]
+			c.mu.Unlock()
+			// ReplyHeader{xid, zxid, err}, then the names: a count, then
+			// each with its length.
+			if count := binary.BigEndian.Uint32(frame[20:24]); list && binary.BigEndian.Uint32(frame[16:20]) == 0 && count > 0 {
+				n := binary.BigEndian.Uint32(frame[24:28])
+				first := frame[24 : 28+n]
+				frame = append(frame, first...)
+				binary.BigEndian.PutUint32(frame[20:], count+1)
+				binary.BigEndian.PutUint32(frame[0:], uint32(len(frame)-4))
+				c.doubled.Add(1)
+			}
+		}
+		c.buf = frame
+	}
+	n := copy(p, c.buf)
+	c.buf = c.buf[n:]
+	return n, nil
+}
+
+// A listing that names a child twice (a broken server's) still publishes
+// each instance once: a first load uses the order of what it decoded only
+// when every child it stored was a different one.
+func TestAChildListedTwiceIsPublishedOnce(t *testing.T) {
+	t.Parallel()
+	c := zktest.New(t)
+	conn := testutil.ZKConn(t, c.Addrs())
+	for _, p := range []string{"/services", "/services/twice"} {
+		if _, err := conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			t.Fatal(err)
+		}
+	}
+	const n = 5
+	for i := range n {
+		id := fmt.Sprintf("inst-%d", i)
+		if _, err := conn.Create("/services/twice/"+id, validNode(t, "twice", id, 9100+i), 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var doubled atomic.Int32
+	dial := func(network, address string, timeout time.Duration) (net.Conn, error) {
+		nc, err := net.DialTimeout(network, address, timeout)
+		if err != nil {
+			return nil, err
+		}
+		return &twiceConn{Conn: nc, lists: map[int32]bool{}, doubled: &doubled}, nil
+	}
+	cl := newClient(t, c, sd.Dialer(dial))
+	_, ch := newInstancer(t, cl, "twice", sd.WithWatchMode(sd.WatchRecursive))
+	var ev kitsd.Event
+	testutil.WaitFor(t, "a complete first set", func() bool {
+		select {
+		case ev = <-ch:
+		default:
+		}
+		return ev.Err == nil && len(ev.Instances) >= n
+	})
+	if doubled.Load() == 0 {
+		t.Fatal("no listing was doubled: the test proves nothing")
+	}
+	seen := map[string]bool{}
+	for _, s := range ev.Instances {
+		if seen[s] {
+			t.Fatalf("%s published twice: %v", s, ev.Instances)
+		}
+		seen[s] = true
+	}
+	if len(ev.Instances) != n {
+		t.Fatalf("published %v, want %d instances", ev.Instances, n)
+	}
 }
