@@ -287,8 +287,18 @@ type curatorView struct {
 }
 
 func decodeCurator(service, child string, data []byte, keep bool, shared *metaCache) (Instance, error) {
-	bad := func(reason string, err error) (Instance, error) {
-		return Instance{}, &MalformedError{Reason: reason, Err: err}
+	inst, _, err := decodeCuratorAt(service, child, "", data, keep, shared)
+	return inst, err
+}
+
+// decodeCuratorAt is decodeCurator for the node child of dir, which also
+// sets Path and returns inst.HostPort(), what an Instancer publishes by
+// default: the path, the address and that are one string, one allocation
+// where there were three, for every node of a load. An empty dir leaves
+// Path and pub empty.
+func decodeCuratorAt(service, child, dir string, data []byte, keep bool, shared *metaCache) (inst Instance, pub string, err error) {
+	bad := func(reason string, err error) (Instance, string, error) {
+		return Instance{}, "", &MalformedError{Reason: reason, Err: err}
 	}
 	// No buffer for the uriSpec: one on the stack escapes through the
 	// scanner's callback, and Spring's spec, nearly every node's, needs none.
@@ -325,7 +335,22 @@ func decodeCurator(service, child string, data []byte, keep bool, shared *metaCa
 	// Strings are copied (string(b)), never sliced from data: a bulk
 	// read's reply frame would stay alive. Name and id are the service's
 	// and the child's, which the caller holds already.
-	inst := Instance{ID: child, Address: string(v.address), Port: v.port, SSLPort: v.sslPort}
+	inst = Instance{ID: child, Port: v.port, SSLPort: v.sslPort}
+	if dir == "" {
+		inst.Address = string(v.address)
+	} else {
+		var buf [128]byte
+		b := append(append(append(buf[:0], dir...), '/'), child...)
+		at := len(b)
+		b = appendHostPort(b, v.address, inst.port())
+		all := string(b)
+		inst.Path, pub = all[:at], all[at:]
+		start := 0
+		if bytes.IndexByte(v.address, ':') >= 0 {
+			start = 1 // after IPv6's '['
+		}
+		inst.Address = pub[start : start+len(v.address)]
+	}
 	inst.Name = service
 	if service == "" {
 		inst.Name = string(v.name)
@@ -351,7 +376,7 @@ func decodeCurator(service, child string, data []byte, keep bool, shared *metaCa
 	if keep {
 		inst.raw = bytes.Clone(data)
 	}
-	return inst, nil
+	return inst, pub, nil
 }
 
 // reflectCurator reads data with encoding/json: the reference that

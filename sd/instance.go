@@ -47,25 +47,38 @@ func (i Instance) Status() Status {
 
 // HostPort is "address:port" (the SSL port when there is no plain one).
 func (i Instance) HostPort() string {
-	port := i.Port
-	if port == 0 {
-		port = i.SSLPort
-	}
 	// net.JoinHostPort(i.Address, strconv.Itoa(port)) in one allocation:
 	// every node of a load renders one.
 	var buf [64]byte
-	b := buf[:0]
-	v6 := strings.IndexByte(i.Address, ':') >= 0
+	return string(appendHostPort(buf[:0], i.Address, i.port()))
+}
+
+// port is where the instance serves: Port, or SSLPort when Port is unset.
+func (i Instance) port() int {
+	if i.Port == 0 {
+		return i.SSLPort
+	}
+	return i.Port
+}
+
+// appendHostPort appends net.JoinHostPort(addr, port) to b.
+func appendHostPort[S string | []byte](b []byte, addr S, port int) []byte {
+	v6 := false
+	for i := range len(addr) {
+		if addr[i] == ':' {
+			v6 = true
+			break
+		}
+	}
 	if v6 {
 		b = append(b, '[')
 	}
-	b = append(b, i.Address...)
+	b = append(b, addr...)
 	if v6 {
 		b = append(b, ']')
 	}
 	b = append(b, ':')
-	b = strconv.AppendInt(b, int64(port), 10)
-	return string(b)
+	return strconv.AppendInt(b, int64(port), 10)
 }
 
 // GRPCHostPort is where the instance serves gRPC: its address with the

@@ -323,7 +323,7 @@ func (in *Instancer) readAndStore(w recWork, names []string, full bool) ([]*entr
 		if in.opts.keepData {
 			data = bytes.Clone(data)
 		}
-		decoded[i] = in.decodeAt(names[i], in.dir+"/"+names[i], data, &st) // a child name has no '/'
+		decoded[i] = in.decode(names[i], data, &st)
 	}
 	// Each batch is decoded as soon as it arrives, while the server still
 	// sends the next ones, on this batch's goroutine alone: the server

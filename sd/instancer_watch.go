@@ -670,12 +670,16 @@ func (in *Instancer) nextReread() (time.Duration, bool) {
 }
 
 func (in *Instancer) decode(name string, data []byte, stat *zk.Stat) *entry {
-	return in.decodeAt(name, in.dir+"/"+name, data, stat) // a child name has no '/'
-}
-
-// decodeAt is decode with the node's path, a string the caller holds already.
-func (in *Instancer) decodeAt(name, nodePath string, data []byte, stat *zk.Stat) *entry {
-	inst, err := readNode(in.opts.codec, in.service, name, data, in.opts.keepData, &in.meta)
+	var inst Instance
+	var pub string
+	var err error
+	if _, ok := in.opts.codec.(CuratorCodec); ok && !in.opts.uris && !in.opts.grpcAddrs {
+		// What is published, the address and the path in one string.
+		inst, pub, err = decodeCuratorAt(in.service, name, in.dir, data, in.opts.keepData, &in.meta)
+	} else {
+		inst, err = readNode(in.opts.codec, in.service, name, data, in.opts.keepData, &in.meta)
+		inst.Path = in.dir + "/" + name // a child name has no '/'
+	}
 	if err != nil {
 		in.malformed.Add(1)
 		if in.opts.metrics.Malformed != nil {
@@ -684,10 +688,12 @@ func (in *Instancer) decodeAt(name, nodePath string, data []byte, stat *zk.Stat)
 		in.logger.Warn("skipping malformed node", "path", path.Join(in.dir, name), "err", err)
 		return &entry{czxid: stat.Czxid, version: stat.Version}
 	}
-	inst.Path = nodePath
 	inst.Czxid, inst.Version, inst.EphemeralOwner = stat.Czxid, stat.Version, stat.EphemeralOwner
+	if pub == "" {
+		pub = in.render(inst)
+	}
 	e := &entry{inst: inst, ok: true, czxid: stat.Czxid, version: stat.Version, out: inst.Status() == StatusOutOfService}
-	e.setPub(in.render(inst)) // while the node is in the cache, not later in the sort
+	e.setPub(pub) // while the node is in the cache, not later in the sort
 	return e
 }
 

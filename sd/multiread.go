@@ -85,9 +85,7 @@ func (in *Instancer) bulkDecode(s *bulkSession, names []string) ([]*entry, error
 				for i := range c.reads {
 					r := &c.reads[i]
 					st := zk.Stat{Czxid: r.Stat.Czxid, Mzxid: r.Stat.Mzxid, Version: r.Stat.Version, EphemeralOwner: r.Stat.EphemeralOwner}
-					n := names[c.first+i]
-					decoded[c.first+i] = in.decodeAt(n, in.dir+"/"+n, r.Data, &st) // a child name has no '/'
-
+					decoded[c.first+i] = in.decode(names[c.first+i], r.Data, &st)
 				}
 			}
 		})
