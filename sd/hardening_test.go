@@ -540,17 +540,24 @@ func (d *dropReply) Dial(network, address string, timeout time.Duration) (net.Co
 	if err != nil {
 		return nil, err
 	}
-	return &dropReplyConn{Conn: c, d: d, xids: map[int32]bool{}}, nil
+	dc := &dropReplyConn{d: d, xids: map[int32]bool{}}
+	dc.frameReader = &frameReader{Conn: c, edit: func(frame []byte) []byte {
+		dc.mu.Lock()
+		defer dc.mu.Unlock()
+		if dc.xids[int32(binary.BigEndian.Uint32(frame[4:8]))] {
+			return nil
+		}
+		return frame
+	}}
+	return dc, nil
 }
 
 type dropReplyConn struct {
-	net.Conn
+	*frameReader
 	d      *dropReply
 	mu     sync.Mutex
 	xids   map[int32]bool // the requests whose reply is to be dropped
 	writes int
-	reads  int
-	buf    []byte // the rest of the frame being read
 }
 
 func (c *dropReplyConn) Write(b []byte) (int, error) {
@@ -563,7 +570,17 @@ func (c *dropReplyConn) Write(b []byte) (int, error) {
 	return c.Conn.Write(b)
 }
 
-func (c *dropReplyConn) Read(p []byte) (int, error) {
+// frameReader reads a connection's replies a whole frame at a time and
+// hands each but the first (the connect response, which has no xid) to
+// edit, which returns it, rewritten or not, or nil to drop it.
+type frameReader struct {
+	net.Conn
+	edit  func(frame []byte) []byte
+	reads int
+	buf   []byte // the rest of the frame being read
+}
+
+func (c *frameReader) Read(p []byte) (int, error) {
 	for len(c.buf) == 0 {
 		var hdr [4]byte
 		if _, err := io.ReadFull(c.Conn, hdr[:]); err != nil {
@@ -575,13 +592,8 @@ func (c *dropReplyConn) Read(p []byte) (int, error) {
 			return 0, err
 		}
 		c.reads++
-		if c.reads > 1 && len(frame) >= 8 { // the first is the connect response
-			c.mu.Lock()
-			drop := c.xids[int32(binary.BigEndian.Uint32(frame[4:8]))]
-			c.mu.Unlock()
-			if drop {
-				continue
-			}
+		if c.reads > 1 && len(frame) >= 8 {
+			frame = c.edit(frame)
 		}
 		c.buf = frame
 	}

@@ -673,8 +673,7 @@ func (in *Instancer) decode(name string, data []byte, stat *zk.Stat) *entry {
 	var inst Instance
 	var pub string
 	var err error
-	if _, ok := in.opts.codec.(CuratorCodec); ok && !in.opts.uris && !in.opts.grpcAddrs {
-		// What is published, the address and the path in one string.
+	if _, ok := in.opts.codec.(CuratorCodec); ok && in.publishesHostPort() {
 		inst, pub, err = decodeCuratorAt(in.service, name, in.dir, data, in.opts.keepData, &in.meta)
 	} else {
 		inst, err = readNode(in.opts.codec, in.service, name, data, in.opts.keepData, &in.meta)
@@ -764,10 +763,14 @@ func (in *Instancer) Published(inst Instance) string { return in.render(inst) }
 
 func (in *Instancer) render(inst Instance) string {
 	switch {
+	case in.publishesHostPort():
+		return inst.HostPort()
 	case in.opts.uris:
 		return inst.URI()
-	case in.opts.grpcAddrs:
-		return inst.GRPCHostPort()
 	}
-	return inst.HostPort()
+	return inst.GRPCHostPort()
 }
+
+// publishesHostPort reports whether render gives inst.HostPort(), which
+// decode then makes with the node's path and address in one string.
+func (in *Instancer) publishesHostPort() bool { return !in.opts.uris && !in.opts.grpcAddrs }

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -485,12 +484,16 @@ func TestRecursiveModeConvergesUnderChurn(t *testing.T) {
 // twiceConn lists the first child of every getChildren reply a second
 // time, at the end, as only a broken server would.
 type twiceConn struct {
-	net.Conn
+	*frameReader
 	mu      sync.Mutex
 	lists   map[int32]bool // xids of the getChildren requests sent
-	reads   int
-	buf     []byte
 	doubled *atomic.Int32
+}
+
+func newTwiceConn(nc net.Conn, doubled *atomic.Int32) *twiceConn {
+	c := &twiceConn{lists: map[int32]bool{}, doubled: doubled}
+	c.frameReader = &frameReader{Conn: nc, edit: c.double}
+	return c
 }
 
 func (c *twiceConn) Write(p []byte) (int, error) {
@@ -504,38 +507,25 @@ func (c *twiceConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-func (c *twiceConn) Read(p []byte) (int, error) {
-	if len(c.buf) == 0 {
-		var hdr [4]byte
-		if _, err := io.ReadFull(c.Conn, hdr[:]); err != nil {
-			return 0, err
-		}
-		frame := make([]byte, 4+binary.BigEndian.Uint32(hdr[:]))
-		copy(frame, hdr[:])
-		if _, err := io.ReadFull(c.Conn, frame[4:]); err != nil {
-			return 0, err
-		}
-		c.reads++
-		if c.reads > 1 && len(frame) >= 24 { // the first is the connect response
-			c.mu.Lock()
-			list := c.lists[int32(binary.BigEndian.Uint32(frame[4:8]))]
-			c.mu.Unlock()
-			// ReplyHeader{xid, zxid, err}, then the names: a count, then
-			// each with its length.
-			if count := binary.BigEndian.Uint32(frame[20:24]); list && binary.BigEndian.Uint32(frame[16:20]) == 0 && count > 0 {
-				n := binary.BigEndian.Uint32(frame[24:28])
-				first := frame[24 : 28+n]
-				frame = append(frame, first...)
-				binary.BigEndian.PutUint32(frame[20:], count+1)
-				binary.BigEndian.PutUint32(frame[0:], uint32(len(frame)-4))
-				c.doubled.Add(1)
-			}
-		}
-		c.buf = frame
+// double appends the first name again to a getChildren reply: after its
+// ReplyHeader{xid, zxid, err}, a count, then each name with its length.
+func (c *twiceConn) double(frame []byte) []byte {
+	c.mu.Lock()
+	list := c.lists[int32(binary.BigEndian.Uint32(frame[4:8]))]
+	c.mu.Unlock()
+	if !list || len(frame) < 28 || binary.BigEndian.Uint32(frame[16:20]) != 0 {
+		return frame
 	}
-	n := copy(p, c.buf)
-	c.buf = c.buf[n:]
-	return n, nil
+	count := binary.BigEndian.Uint32(frame[20:24])
+	if count == 0 {
+		return frame
+	}
+	n := binary.BigEndian.Uint32(frame[24:28])
+	frame = append(frame, frame[24:28+n]...)
+	binary.BigEndian.PutUint32(frame[20:], count+1)
+	binary.BigEndian.PutUint32(frame[0:], uint32(len(frame)-4))
+	c.doubled.Add(1)
+	return frame
 }
 
 // A listing that names a child twice (a broken server's) still publishes
@@ -563,7 +553,7 @@ func TestAChildListedTwiceIsPublishedOnce(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		return &twiceConn{Conn: nc, lists: map[int32]bool{}, doubled: &doubled}, nil
+		return newTwiceConn(nc, &doubled), nil
 	}
 	cl := newClient(t, c, sd.Dialer(dial))
 	_, ch := newInstancer(t, cl, "twice", sd.WithWatchMode(sd.WatchRecursive))

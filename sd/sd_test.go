@@ -674,9 +674,8 @@ func TestWithoutBulkLoadReadsNodeByNode(t *testing.T) {
 	}
 }
 
-// A load of many nodes, read in several batches and each batch sorted as
-// it is decoded, publishes every node once, in order, and so does the
-// next change.
+// A load of many nodes, read in several batches, publishes every node
+// once, in order, and so does the next change.
 func TestABulkLoadPublishesEveryNodeInOrder(t *testing.T) {
 	t.Parallel()
 	c := zktest.New(t)
