@@ -482,7 +482,12 @@ func (p *Provider) start(ctx context.Context) error {
 	p.mu.Unlock()
 	if err := seq.Start(ctx); err != nil {
 		// The rollback gave the share back and closed what it served; a
-		// listener given and never served is closed here.
+		// listener given and never served is closed here. A ctx that
+		// ended before the Sequence's first step (a Stop during Start,
+		// just after the session's Start) rolls nothing back, the
+		// session's release included: it is given here (once, whichever
+		// gives it). A goleak check caught the open session.
+		_ = release(context.WithoutCancel(ctx))
 		p.closeListener()
 		if seq.Served() {
 			p.mu.Lock()
