@@ -59,7 +59,13 @@ func register(t testing.TB, cl *sd.Client, inst sd.Instance, opts ...sd.Registra
 	if err := r.RegisterContext(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = r.DeregisterContext(context.Background()) })
+	t.Cleanup(func() {
+		// Bounded: a test that failed with the ensemble away must end, not
+		// wait for it.
+		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+		defer cancel()
+		_ = r.DeregisterContext(ctx)
+	})
 	return r
 }
 

@@ -323,14 +323,17 @@ func wholeEnsembleDown(t *testing.T, expire bool) {
 	if err := c.StartAll(); err != nil {
 		t.Fatal(err)
 	}
-	waitSet(t, ch, "127.0.0.1:4001")
 	if expire {
+		// The node goes with the expired session, maybe before the
+		// consumer's watch session is back (its reconnect backs off): the
+		// set to wait for is the one after the provider registers again.
 		testutil.WaitFor(t, "the provider's session expired on the restarted server", func() bool {
 			owners, err := c.Servers[0].Ephemerals()
 			return err == nil && owners[before.EphemeralOwner] == nil
 		})
 		held.Store(false)
 	}
+	waitSet(t, ch, "127.0.0.1:4001")
 	// Either way the node must be there, owned by the provider's session.
 	// The server's own record is read (dump), not a client session's view:
 	// a look through a session of the test's own, stuck in its reconnect,
