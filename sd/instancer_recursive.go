@@ -193,6 +193,9 @@ func (in *Instancer) applyRecursive(w recWork, due map[string]bool) error {
 	if !w.full {
 		return in.applyOps(w, due)
 	}
+	if mutantNoReread {
+		in.publishUnread() // planted bug (mutant_noreread.go)
+	}
 	list := w.list
 	if list == nil {
 		list = w.conn.Send(zkwire.OpGetChildren, zkwire.GetChildrenBody(in.dir))
@@ -258,6 +261,9 @@ func (in *Instancer) applyOps(w recWork, due map[string]bool) error {
 	in.mu.Lock()
 	for n, op := range w.ops {
 		if op.del {
+			if mutantDropDelete && dropDeletion() {
+				continue // planted bug (mutant_dropdelete.go)
+			}
 			in.forgetLocked(n, in.entries[n])
 			deleted = true
 		} else {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"path"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,6 +44,7 @@ const (
 	EventRegisterFailed RegistrarEventKind = "registerFailed" // a background (re-)registration attempt failed
 	EventDrained        RegistrarEventKind = "drained"        // an operator's marker was found on the node (see Drain)
 	EventUndrained      RegistrarEventKind = "undrained"      // the marker was removed
+	EventWithdrawn      RegistrarEventKind = "withdrawn"      // node deleted while out of rotation, by a codec that stores no status
 )
 
 // RegistrarEvent reports a change made by a Registrar.
@@ -191,6 +193,7 @@ type Registrar struct {
 	lastCzxid  int64         // of the last node we held, kept after Deregister
 	session    int64         // the session that created it
 	drainedBy  string        // the operator's marker last seen on the node (Drain), "" if none
+	absent     bool          // the codec stores no status: out of rotation is no node (see SetStatus)
 	calls      int           // ZooKeeper calls under way, abandoned ones included
 	quiet      chan struct{} // closed when calls drops to zero; nil when zero
 
@@ -235,6 +238,14 @@ func NewRegistrar(c *Client, inst Instance, opts ...RegistrarOption) (*Registrar
 	if !ValidNodeName(name) {
 		return nil, &ConfigError{"node name", name, "non-empty, without '/'"}
 	}
+	for _, k := range ReservedMetadata {
+		if k == MetadataStatus {
+			continue // the wanted status, which SetStatus changes
+		}
+		if _, ok := inst.Metadata[k]; ok {
+			return nil, &ConfigError{"metadata key", k, "keys other than " + strings.Join(ReservedMetadata, ", ") + ", which the Registrar and gracekit drain write"}
+		}
+	}
 	if o.parents == 0 {
 		o.parents = ParentsContainer
 		if _, plain := o.codec.(PlainCodec); plain {
@@ -245,6 +256,7 @@ func NewRegistrar(c *Client, inst Instance, opts ...RegistrarOption) (*Registrar
 		c: c, codec: o.codec, opts: o, inst: inst,
 		path:      path.Join(o.basePath, inst.Name, name),
 		converged: make(chan struct{}),
+		absent:    !StoresStatus(o.codec, inst),
 	}
 	r.logger = o.logger.With("component", "sd.registrar", "path", r.path, "instance", inst.ID)
 	return r, nil
@@ -507,6 +519,9 @@ func (r *Registrar) ensure(ctx context.Context) error {
 	if err := r.c.awaitSettled(ctx); err != nil {
 		return err // errNoServer when no server ever answered
 	}
+	if r.wantsAbsent() {
+		return r.ensureAbsent(ctx)
+	}
 	session := r.c.SessionID()
 	if session == 0 {
 		// Between an expiry and the next session: our own new node could
@@ -530,9 +545,14 @@ func (r *Registrar) ensure(ctx context.Context) error {
 	}
 	r.mu.Lock()
 	inst := r.inst.clone() // SetStatus may write Metadata meanwhile
+	if mutantNoRecreate && r.lastCzxid != 0 {
+		r.mu.Unlock()
+		return nil // planted bug (mutant_norecreate.go)
+	}
 	if r.drainedBy != "" {
 		// Drained: the operator's word outlives the node it was written in.
 		inst.Metadata[MetadataDrainedBy] = r.drainedBy
+		inst.Metadata[MetadataDrainedStatus] = string(inst.Status())
 		inst.Metadata[MetadataStatus] = string(StatusOutOfService)
 	}
 	want := r.want
@@ -543,6 +563,7 @@ func (r *Registrar) ensure(ctx context.Context) error {
 		return err
 	}
 	err = r.call(ctx, func() error { _, err := r.c.zk().Create(full, data, zk.FlagEphemeral, r.c.acl); return err })
+	inject(fpRegisterAfterCreate)
 	if err != nil {
 		if errors.Is(err, zk.ErrNoNode) { // the container parent was reaped meanwhile
 			if perr := r.ensureParents(ctx); perr != nil {
@@ -569,6 +590,49 @@ func (r *Registrar) ensure(ctx context.Context) error {
 	}
 	r.logger.Info(string(kind), "session", session, "czxid", stat.Czxid)
 	r.emit(RegistrarEvent{Kind: kind, Path: r.path, SessionID: session, Czxid: stat.Czxid})
+	return nil
+}
+
+// wantsAbsent tells whether the node should not exist: its codec stores
+// no status, and the wanted one is OUT_OF_SERVICE.
+func (r *Registrar) wantsAbsent() bool {
+	if !r.absent {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.inst.Status() == StatusOutOfService
+}
+
+// ensureAbsent deletes our node, if the current session owns one: with a
+// codec that stores no status, that is how the instance leaves rotation.
+// A node of another session is not ours to delete, and is left.
+func (r *Registrar) ensureAbsent(ctx context.Context) error {
+	full := r.c.full(r.path)
+	session := r.c.SessionID()
+	if session == 0 {
+		return fmt.Errorf("sd: withdraw %s: %w", r.path, zk.ErrConnectionClosed)
+	}
+	var ok bool
+	var stat *zk.Stat
+	err := r.call(ctx, func() (err error) { ok, stat, err = r.c.zk().Exists(full); return err })
+	if err != nil {
+		return fmt.Errorf("sd: read %s: %w", r.path, err)
+	}
+	if !ok || stat.EphemeralOwner != session {
+		return nil
+	}
+	err = r.call(ctx, func() error { return r.c.zk().Delete(full, stat.Version) })
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+		return nil
+	case errors.Is(err, zk.ErrBadVersion):
+		return r.ensureAbsent(ctx) // our own write landed meanwhile
+	case err != nil:
+		return fmt.Errorf("sd: withdraw %s: %w", r.path, err)
+	}
+	r.logger.Info(string(EventWithdrawn), "session", session, "czxid", stat.Czxid)
+	r.emit(RegistrarEvent{Kind: EventWithdrawn, Path: r.path, SessionID: session, Czxid: stat.Czxid})
 	return nil
 }
 
@@ -708,6 +772,17 @@ func (r *Registrar) reconcile(ctx context.Context, watch *<-chan zk.Event) error
 			return fmt.Errorf("sd: watch %s: %w", r.path, err)
 		}
 	}
+	if r.absent {
+		// Nothing to write in the node: its existence is the status.
+		r.mu.Lock()
+		want := r.want
+		r.mu.Unlock()
+		if err := r.ensure(ctx); err != nil {
+			return err
+		}
+		r.markWrote(want)
+		return nil
+	}
 	if err := r.ensure(ctx); err != nil {
 		return err
 	}
@@ -732,9 +807,11 @@ func (r *Registrar) writeStatus(ctx context.Context) error {
 			return &ConflictError{Path: r.path, Owner: stat.EphemeralOwner}
 		}
 		cur, err := r.codec.Decode(r.inst.Name, path.Base(r.path), data)
+		drainedStatus := ""
 		if err == nil {
 			// The node says whether an operator drained it.
 			by := cur.Metadata[MetadataDrainedBy]
+			by = mutantDrainedBy(by)
 			r.mu.Lock()
 			prev := r.drainedBy
 			r.drainedBy = by
@@ -748,10 +825,12 @@ func (r *Registrar) writeStatus(ctx context.Context) error {
 				r.emit(RegistrarEvent{Kind: kind, Path: r.path, SessionID: stat.EphemeralOwner, Czxid: stat.Czxid, DrainedBy: by})
 			}
 			if by != "" {
-				status = StatusOutOfService
+				// The status to restore at the undrain is the owner's.
+				drainedStatus, status = string(status), StatusOutOfService
 			}
 		}
-		if err == nil && cur.Status() == status && cur.Metadata[MetadataOutBy] == outBy {
+		if err == nil && cur.Status() == status && cur.Metadata[MetadataOutBy] == outBy &&
+			cur.Metadata[MetadataDrainedStatus] == drainedStatus {
 			r.markWrote(want)
 			return nil
 		}
@@ -766,6 +845,11 @@ func (r *Registrar) writeStatus(ctx context.Context) error {
 			cur.Metadata[MetadataOutBy] = outBy
 		} else {
 			delete(cur.Metadata, MetadataOutBy)
+		}
+		if drainedStatus != "" {
+			cur.Metadata[MetadataDrainedStatus] = drainedStatus
+		} else {
+			delete(cur.Metadata, MetadataDrainedStatus)
 		}
 		out, err := r.codec.Encode(cur)
 		if err != nil {
@@ -786,7 +870,11 @@ func (r *Registrar) writeStatus(ctx context.Context) error {
 
 // SetStatus makes status the wanted one and waits until ZooKeeper holds
 // it (a version-checked setData that keeps every other field) or ctx ends.
-// OUT_OF_SERVICE hides the instance from readers without removing it. When
+// OUT_OF_SERVICE hides the instance from readers without removing it.
+// With a codec that stores no status (PlainCodec, GoKitCodec: see
+// StoresStatus), out of rotation is absence: OUT_OF_SERVICE deletes the
+// node and UP creates it again, one write each, and an operator's drain
+// cannot be written in it. When
 // ctx ends first, the Registrar keeps writing it, after any disconnect or
 // expiry, until DeregisterContext. Before Register it returns
 // ErrNotRegistered, and Register writes the status. UP removes the
@@ -899,6 +987,7 @@ func (r *Registrar) DeregisterContext(ctx context.Context) error {
 			}
 			return nil // gone, or another session's: not ours to delete
 		}
+		inject(fpDeregisterBeforeDelete)
 		err = r.call(ctx, func() error { return r.c.zk().Delete(full, stat.Version) })
 		if errors.Is(err, zk.ErrBadVersion) {
 			continue

@@ -22,3 +22,30 @@ const MetadataFlushPath = "gracekit_flush_path"
 // that Java gRPC clients find the port too. A provider that serves only
 // gRPC registers it as its Port as well.
 const MetadataGRPCPort = "gRPC_port"
+
+// ReservedMetadata are the metadata keys gracekit writes itself: the
+// status, the gateways' flush path and the marks of who took an instance
+// out of rotation. An instance's own metadata may not set them (NewRegistrar
+// refuses the marks; fxmodule's Config refuses them all), so that no
+// instance registers drained, or undoes an undrain at its next expiry.
+var ReservedMetadata = []string{MetadataStatus, MetadataFlushPath, MetadataDrainedBy, MetadataDrainedStatus, MetadataOutBy}
+
+// StoresStatus tells whether codec's nodes carry an instance's status: it
+// encodes inst OUT_OF_SERVICE and reads it back. CuratorCodec and
+// MixedCodec do; PlainCodec and GoKitCodec do not (their nodes hold an
+// address only), so a Registrar with them takes an instance out of
+// rotation by deleting its node. A codec that cannot encode inst is taken
+// to store it.
+func StoresStatus(codec Codec, inst Instance) bool {
+	inst = inst.clone()
+	inst.Metadata[MetadataStatus] = string(StatusOutOfService)
+	data, err := codec.Encode(inst)
+	if err != nil {
+		return true
+	}
+	back, err := codec.Decode(inst.Name, codec.NodeName(inst), data)
+	if err != nil {
+		return true
+	}
+	return back.Status() == StatusOutOfService
+}

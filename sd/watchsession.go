@@ -383,6 +383,7 @@ func (ws *watchSession) open(addr string, sid int64, passwd []byte) (*zkwire.Con
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	inject(fpWatchBeforeRewatch)
 	type sub struct {
 		dir string
 		f   *recFeed

@@ -536,6 +536,9 @@ func (s *Sequence) acked() bool {
 }
 
 func (s *Sequence) flush(ctx context.Context) error {
+	if mutantSkipFlush {
+		return nil // planted bug (mutant_skipflush.go)
+	}
 	if !s.registered.Load() {
 		return nil
 	}
@@ -551,6 +554,7 @@ func (s *Sequence) flush(ctx context.Context) error {
 // the quiesce start; or until MaxQuiesce. It waits on timers, re-armed when
 // a request arrived meanwhile.
 func (s *Sequence) quiesce(ctx context.Context) error {
+	inject(fpStopAfterFlush)
 	if !s.registered.Load() {
 		return nil
 	}
