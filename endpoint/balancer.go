@@ -56,8 +56,11 @@ func checkEndpointer(e *Endpointer) error {
 }
 
 // RoundRobin picks instances in turn, skipping unavailable ones. Over any
-// n·k consecutive picks of a stable set of n available instances each is
-// picked exactly k times, also under concurrent callers.
+// n·k consecutive picks of a stable set of n available instances of equal
+// weight each is picked exactly k times, also under concurrent callers.
+// With unequal weights ([MetadataWeight], [WithSlowStart]) it follows
+// grpc-go's static stride scheduler: picks in proportion to the weights,
+// spread evenly.
 type RoundRobin struct {
 	e *Endpointer
 	c atomic.Uint64
@@ -78,10 +81,15 @@ func (b *RoundRobin) Endpoint() (kitendpoint.Endpoint, error) {
 	if n == 0 {
 		return nil, s.emptyErr()
 	}
-	i := (b.c.Add(1) - 1) % n
+	var i int
+	if s.w == nil {
+		i = int((b.c.Add(1) - 1) % n)
+	} else {
+		i = s.w.Next(&b.c)
+	}
 	in := s.instances[i]
 	if in.blockedUntil.Load() != 0 {
-		in = choose(s, int(i), &triedSet{})
+		in = choose(s, i, &triedSet{})
 	}
 	return in.call, nil
 }
@@ -92,10 +100,14 @@ func (b *RoundRobin) pick(_ context.Context, tried triedSet) (*instance, error) 
 	if n == 0 {
 		return nil, s.emptyErr()
 	}
+	if s.w != nil {
+		return choose(s, s.w.Next(&b.c), &tried), nil
+	}
 	return choose(s, int((b.c.Add(1)-1)%n), &tried), nil
 }
 
-// Random picks an available instance uniformly at random.
+// Random picks an available instance at random, in proportion to the
+// instances' weights (uniformly when they are equal).
 type Random struct {
 	e *Endpointer
 }
@@ -124,7 +136,12 @@ func (b *Random) pick(_ context.Context, tried triedSet) (*instance, error) {
 	if n == 0 {
 		return nil, s.emptyErr()
 	}
-	i := rand.IntN(n)
+	var i int
+	if s.w == nil {
+		i = rand.IntN(n)
+	} else {
+		i = s.w.Pick(rand.Uint64N(s.w.Total()))
+	}
 	in := s.instances[i]
 	if in.blockedUntil.Load() != 0 || tried.has(in) {
 		in = choose(s, i, &tried)
@@ -133,8 +150,9 @@ func (b *Random) pick(_ context.Context, tried triedSet) (*instance, error) {
 }
 
 // P2C is the power-of-two-choices least-loaded balancer: it draws two
-// instances at random and picks the one with fewer calls in flight (through
-// this Endpointer), preferring available ones.
+// different instances at random, each in proportion to the weights, and
+// picks the one with fewer calls in flight (through this Endpointer; the
+// first drawn on a tie), preferring available ones.
 type P2C struct {
 	e *Endpointer
 }
@@ -165,10 +183,16 @@ func (b *P2C) pick(_ context.Context, tried triedSet) (*instance, error) {
 	case 1:
 		return s.instances[0], nil
 	}
-	i := rand.IntN(n)
-	j := rand.IntN(n - 1)
-	if j >= i {
-		j++
+	var i, j int
+	if s.w == nil {
+		i = rand.IntN(n)
+		j = rand.IntN(n - 1)
+		if j >= i {
+			j++
+		}
+	} else {
+		i = s.w.Pick(rand.Uint64N(s.w.Total()))
+		j = s.w.PickOther(rand.Uint64N(s.w.Total()-uint64(s.w.Weight(i))), i)
 	}
 	a, c := s.instances[i], s.instances[j]
 	aOK := a.available() && !tried.has(a)

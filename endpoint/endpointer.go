@@ -11,6 +11,8 @@ import (
 	kitendpoint "github.com/go-kit/kit/endpoint"
 	kitsd "github.com/go-kit/kit/sd"
 	kitlb "github.com/go-kit/kit/sd/lb"
+
+	"github.com/gracekit/gracekit/internal/weighted"
 )
 
 // ErrClosed is returned by the endpoints and balancers of a closed
@@ -24,7 +26,8 @@ var _ kitsd.Endpointer = (*Endpointer)(nil)
 type snapshot struct {
 	instances []*instance // sorted by name
 	endpoints []kitendpoint.Endpoint
-	err       error // set when the set was invalidated or closed
+	err       error           // set when the set was invalidated or closed
+	w         *weighted.Table // the instances' weights; nil when all are equal
 }
 
 func (s *snapshot) emptyErr() error {
@@ -38,10 +41,11 @@ func (s *snapshot) emptyErr() error {
 // built by a Factory. It implements go-kit's sd.Endpointer and is the source
 // of this package's balancers. All methods are safe for concurrent use.
 type Endpointer struct {
-	src     kitsd.Instancer
-	factory kitsd.Factory
-	opts    options
-	epoch   time.Time
+	src       kitsd.Instancer
+	describer Describer // src, when it describes its instances
+	factory   kitsd.Factory
+	opts      options
+	epoch     time.Time
 
 	snap atomic.Pointer[snapshot]
 
@@ -49,6 +53,7 @@ type Endpointer struct {
 	sync   chan struct{}
 	stop   chan struct{}
 	done   chan struct{}
+	ramp   chan struct{} // an instance ramps: the loop recomputes weights until none does
 	once   sync.Once
 
 	mu         sync.Mutex // guards below and snapshot publication
@@ -56,6 +61,7 @@ type Endpointer struct {
 	tombstones map[string]time.Time // evicted instance → end of its hold
 	tombTimer  *time.Timer          // ends the earliest hold
 	listed     []string             // the Instancer's latest set, sorted
+	loaded     bool                 // a set was applied: later instances join (slow start)
 	closed     bool
 
 	ejectMu sync.Mutex // serializes ejection decisions
@@ -91,9 +97,11 @@ func NewEndpointer(src kitsd.Instancer, f kitsd.Factory, opts ...Option) (*Endpo
 		sync:       make(chan struct{}),
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
+		ramp:       make(chan struct{}, 1),
 		current:    map[string]*instance{},
 		tombstones: map[string]time.Time{},
 	}
+	e.describer, _ = src.(Describer)
 	e.snap.Store(&snapshot{})
 	go e.loop()
 	src.Register(e.events)
@@ -114,10 +122,15 @@ func (e *Endpointer) loop() {
 	var (
 		timer   *time.Timer
 		expired <-chan time.Time
+		ticker  *time.Ticker // while an instance ramps
+		tick    <-chan time.Time
 	)
 	defer func() {
 		if timer != nil {
 			timer.Stop()
+		}
+		if ticker != nil {
+			ticker.Stop()
 		}
 	}()
 	for {
@@ -139,6 +152,16 @@ func (e *Endpointer) loop() {
 		case <-expired:
 			timer, expired = nil, nil
 			e.invalidate()
+		case <-e.ramp:
+			if ticker == nil {
+				ticker = time.NewTicker(e.opts.slowStart.rampTick())
+				tick = ticker.C
+			}
+		case <-tick:
+			if !e.reweigh() {
+				ticker.Stop()
+				ticker, tick = nil, nil
+			}
 		case <-e.sync:
 		case <-e.stop:
 			return
@@ -232,6 +255,8 @@ func (e *Endpointer) update(listed []string) {
 		return
 	}
 	e.listed = names
+	joined := e.loaded // instances new to a later set join: they ramp
+	e.loaded = true
 	now := time.Now()
 	for name, until := range e.tombstones {
 		if _, found := slices.BinarySearch(names, name); !found || !now.Before(until) {
@@ -258,7 +283,9 @@ func (e *Endpointer) update(listed []string) {
 			e.opts.logger.Warn("factory returned a nil endpoint", "instance", name)
 			continue
 		}
-		next[name] = newInstance(e, name, ep, closer)
+		in := newInstance(e, name, ep, closer)
+		e.weigh(in, joined)
+		next[name] = in
 	}
 	old := e.current
 	e.current = next
@@ -324,7 +351,9 @@ func (e *Endpointer) endHolds() {
 			e.opts.logger.Warn("factory failed", "instance", name, "err", ferr)
 			continue
 		}
-		e.current[name] = newInstance(e, name, ep, closer)
+		in := newInstance(e, name, ep, closer)
+		e.weigh(in, true)
+		e.current[name] = in
 		added = true
 		e.opts.logger.Info("eviction hold ended; instance back", "instance", name)
 	}
@@ -371,7 +400,15 @@ func (e *Endpointer) publish(err error) {
 	for i, in := range s.instances {
 		s.endpoints[i] = in.call
 	}
+	var ramping bool
+	s.w, ramping = e.weightsLocked(s.instances)
 	e.snap.Store(s)
+	if ramping {
+		select {
+		case e.ramp <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // eject takes in out of rotation for a cool-off unless too many instances

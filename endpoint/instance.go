@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync/atomic"
+	"time"
 
 	kitendpoint "github.com/go-kit/kit/endpoint"
 )
@@ -35,6 +36,11 @@ type instance struct {
 	owner    *Endpointer
 	call     kitendpoint.Endpoint // ep wrapped with accounting; built once
 
+	// Guarded by owner.mu: the weight from metadata, and when slow start
+	// ramps the instance from (zero: it has its full weight).
+	weight   float64
+	rampFrom time.Time
+
 	refs atomic.Int64
 	// blockedUntil is 0 while the instance may be picked, else the clock
 	// value (see Endpointer.now) at which it may be picked again.
@@ -44,7 +50,7 @@ type instance struct {
 }
 
 func newInstance(owner *Endpointer, name string, ep kitendpoint.Endpoint, closer io.Closer) *instance {
-	in := &instance{name: name, ep: ep, closer: closer, owner: owner}
+	in := &instance{name: name, ep: ep, closer: closer, owner: owner, weight: 1}
 	if r, ok := closer.(ClosingReporter); ok {
 		in.reporter = r
 	}

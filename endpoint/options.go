@@ -50,8 +50,10 @@ type options struct {
 	closingHold       time.Duration
 	evictionHold      time.Duration
 	ejections         metrics.Counter
-	ejectionReasons   metrics.Counter // see metrics.go
-	now               func() int64    // tests only
+	ejectionReasons   metrics.Counter  // see metrics.go
+	slowStart         *SlowStart       // nil: no ramps
+	now               func() int64     // tests only
+	wallNow           func() time.Time // tests only
 }
 
 func defaultOptions() options {

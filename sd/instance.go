@@ -1,6 +1,7 @@
 package sd
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -144,3 +145,20 @@ func ValidNodeName(name string) bool {
 // brackets. A port, a scheme or a space makes it invalid: a consumer would
 // dial "address:port" and fail.
 func ValidHost(host string) bool { return validHost(host) }
+
+// Describe returns the registration time and metadata of the published
+// instance whose string is pub (the first, when two registrations publish
+// the same string), for endpoint.Describer: an Endpointer ramps the
+// instances that join its set from their registration time. ok is false
+// when pub is not published now. The metadata map is shared and must not
+// be modified. It does not allocate.
+func (in *Instancer) Describe(pub string) (registered time.Time, metadata map[string]string, ok bool) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	i, found := slices.BinarySearch(in.pub, pub)
+	if !found || i >= len(in.pubInst) {
+		return time.Time{}, nil, false
+	}
+	inst := in.pubInst[i]
+	return inst.RegistrationTime, inst.Metadata, true
+}
