@@ -1,0 +1,34 @@
+package failpoint_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/gracekit/gracekit/internal/failpoint"
+)
+
+// An untagged build compiles every Inject to nothing: Enabled is false,
+// and the compiler inlines the empty function (so a call site costs no
+// call at all).
+func TestUntaggedBuildHasNoFailpoints(t *testing.T) {
+	if failpoint.Enabled {
+		t.Skip("this test is about the untagged build; run without -tags gracekit_failpoints")
+	}
+	failpoint.Inject(failpoint.StopAfterFlush) // must not block or panic
+	out, err := exec.Command("go", "build", "-gcflags=-m", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build -gcflags=-m: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "can inline Inject") {
+		t.Fatalf("the untagged Inject is not inlinable; the compiler said:\n%s", out)
+	}
+}
+
+// The tagged build compiles and vets: the chaos suite builds with it.
+func TestTaggedBuildVets(t *testing.T) {
+	out, err := exec.Command("go", "vet", "-tags", "gracekit_failpoints", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go vet -tags gracekit_failpoints: %v\n%s", err, out)
+	}
+}

@@ -1,0 +1,13 @@
+package sd
+
+import "github.com/gracekit/gracekit/internal/failpoint"
+
+// The library's failpoints (internal/failpoint): empty and inlined away
+// unless built with the gracekit_failpoints tag.
+const (
+	fpDeregisterBeforeDelete = failpoint.DeregisterBeforeDelete
+	fpRegisterAfterCreate    = failpoint.RegisterAfterCreate
+	fpWatchBeforeRewatch     = failpoint.WatchBeforeRewatch
+)
+
+func inject(name string) { failpoint.Inject(name) }

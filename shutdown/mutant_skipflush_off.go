@@ -1,0 +1,6 @@
+//go:build !gracekit_mutant_skipflush
+
+package shutdown
+
+// mutantSkipFlush is false: the stop flushes the gateways.
+const mutantSkipFlush = false
