@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	kitendpoint "github.com/go-kit/kit/endpoint"
 	kitsd "github.com/go-kit/kit/sd"
@@ -35,6 +36,7 @@ type options struct {
 	logger    *slog.Logger
 	instancer []sd.InstancerOption
 	metrics   func(service string) []sd.InstancerOption
+	slowStart *endpoint.SlowStart // nil: none
 }
 
 type optionFunc func(*options) error
@@ -62,6 +64,31 @@ func WithInstancerOptions(opts ...sd.InstancerOption) Option {
 // returns for it (sd.WithMetrics with the service as a label, typically).
 func WithInstancerMetrics(f func(service string) []sd.InstancerOption) Option {
 	return optionFunc(func(o *options) error { o.metrics = f; return nil })
+}
+
+// WithSlowStart gives every endpoint that Endpoint builds
+// endpoint.WithSlowStart(window, aggression, minWeight): an instance that
+// joins a service after the consumer's first load of it is ramped in from
+// its registration time. An endpoint's own WithEndpointer options come
+// after it and may set another. The arguments are checked here.
+func WithSlowStart(window time.Duration, aggression, minWeight float64) Option {
+	return optionFunc(func(o *options) error {
+		s := endpoint.SlowStart{Window: window, Aggression: aggression, MinWeight: minWeight}
+		if err := s.Check(); err != nil {
+			return fmt.Errorf("consumer: %w", err)
+		}
+		o.slowStart = &s
+		return nil
+	})
+}
+
+// SlowStart is the ramp WithSlowStart set, and whether one is set: what a
+// gRPC client of the same services gives grpcresolver's balancer.
+func (c *Consumer) SlowStart() (endpoint.SlowStart, bool) {
+	if c.opts.slowStart == nil {
+		return endpoint.SlowStart{}, false
+	}
+	return *c.opts.slowStart, true
 }
 
 // Consumer holds the Instancers and Endpointers of the services a process
@@ -286,7 +313,11 @@ func (c *Consumer) Endpoint(ctx context.Context, name string, f kitsd.Factory, o
 	// flush (Evicter holds it too) reaches this Endpointer before its answer.
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e, err := endpoint.NewEndpointer(in, f, append([]endpoint.Option{endpoint.WithLogger(c.opts.logger.With("service", name))}, o.endpointer...)...)
+	eopts := []endpoint.Option{endpoint.WithLogger(c.opts.logger.With("service", name))}
+	if s := c.opts.slowStart; s != nil {
+		eopts = append(eopts, endpoint.WithSlowStart(s.Window, s.Aggression, s.MinWeight))
+	}
+	e, err := endpoint.NewEndpointer(in, f, append(eopts, o.endpointer...)...)
 	if err != nil {
 		return nil, fmt.Errorf("consumer: endpointer for %q: %w", name, err)
 	}

@@ -211,3 +211,12 @@ func (e *Endpointer) reweigh() bool {
 	e.snap.Store(&s)
 	return ramping
 }
+
+// WithoutSlowStart turns off a WithSlowStart given before it, such as a
+// consumer's default: no instance is ramped. Metadata weights still hold.
+func WithoutSlowStart() Option {
+	return optionFunc(func(o *options) error {
+		o.slowStart = nil
+		return nil
+	})
+}

@@ -5,17 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"go.uber.org/fx"
 
+	"github.com/gracekit/gracekit/consumer"
+	"github.com/gracekit/gracekit/endpoint"
 	"github.com/gracekit/gracekit/lifecycle"
 	"github.com/gracekit/gracekit/provider"
 	"github.com/gracekit/gracekit/sd"
@@ -58,7 +62,19 @@ const (
 	EnvHealthFailures     = "GRACEKIT_HEALTH_FAILURES"
 	EnvHealthPasses       = "GRACEKIT_HEALTH_PASSES"
 	EnvHealthHold         = "GRACEKIT_HEALTH_HOLD"
+	EnvSlowStart          = "GRACEKIT_SLOW_START"
+	EnvSlowStartWindow    = "GRACEKIT_SLOW_START_WINDOW"
+	EnvSlowStartAggr      = "GRACEKIT_SLOW_START_AGGRESSION"
+	EnvSlowStartMinWeight = "GRACEKIT_SLOW_START_MIN_WEIGHT"
 )
+
+// DefaultSlowStartWindow is the ramp of Consumer and Gateway when
+// Config.SlowStartWindow is zero. In make demo a provider whose first 5 s
+// of calls are slow (a cold cache or JIT) shows no latency spike after a
+// restart with a window twice its warm-up; 30 s covers warm-ups up to
+// about 15 s, and costs a new instance no more than half a minute of
+// reduced share.
+const DefaultSlowStartWindow = 30 * time.Second
 
 // Config is what Discovery, Consumer and Gateway need: Consumer reads only
 // the ZooKeeper fields and BasePath, Gateway adds FlushSecret, FlushPath and
@@ -140,6 +156,17 @@ type Config struct {
 	HealthFailures int
 	HealthPasses   int
 	HealthHold     time.Duration
+
+	// SlowStartWindow is how long Consumer and Gateway ramp in a provider
+	// instance that joins a called service after their first load of it,
+	// from its registration time (endpoint.WithSlowStart; docs/SLOWSTART.md);
+	// zero is DefaultSlowStartWindow. SlowStartAggression shapes the ramp
+	// (zero is 1, linear) and SlowStartMinWeight is the share it starts at
+	// (zero is 0.1). NoSlowStart turns slow start off.
+	SlowStartWindow     time.Duration
+	SlowStartAggression float64
+	SlowStartMinWeight  float64
+	NoSlowStart         bool
 
 	// stopFromEnv: StopTimeout was read from GRACEKIT_STOP_TIMEOUT.
 	stopFromEnv bool
@@ -262,8 +289,68 @@ func configFromLookup(lookup func(string) (string, bool)) (Config, error) {
 		}
 		*d.p = x
 	}
+	if v := get(EnvSlowStartWindow); v != "" {
+		x, err := time.ParseDuration(v)
+		if err != nil {
+			return Config{}, &ConfigError{Field: "SlowStartWindow", Env: EnvSlowStartWindow, Value: v, Want: "a Go duration such as 30s", Err: err}
+		}
+		c.SlowStartWindow = x
+	}
+	switch v := strings.ToLower(get(EnvSlowStart)); v {
+	case "", "on":
+	case "off":
+		c.NoSlowStart = true
+	default:
+		return Config{}, &ConfigError{Field: "NoSlowStart", Env: EnvSlowStart, Value: v, Want: "on or off"}
+	}
+	for _, f := range []struct {
+		field, env string
+		p          *float64
+	}{
+		{"SlowStartAggression", EnvSlowStartAggr, &c.SlowStartAggression},
+		{"SlowStartMinWeight", EnvSlowStartMinWeight, &c.SlowStartMinWeight},
+	} {
+		if v := get(f.env); v != "" {
+			x, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return Config{}, &ConfigError{Field: f.field, Env: f.env, Value: v, Want: "a number such as 1 or 0.1", Err: err}
+			}
+			*f.p = x
+		}
+	}
 	c.stopFromEnv = c.StopTimeout != 0
 	return c, nil
+}
+
+// slowStart is the consumer option of the Config's slow start, nil when
+// NoSlowStart; its fields are checked here.
+func (c Config) slowStart() (consumer.Option, error) {
+	if c.NoSlowStart {
+		return nil, nil
+	}
+	s := endpoint.SlowStart{Window: c.SlowStartWindow, Aggression: c.SlowStartAggression, MinWeight: c.SlowStartMinWeight}
+	if s.Window == 0 {
+		s.Window = DefaultSlowStartWindow
+	}
+	if s.Aggression == 0 {
+		s.Aggression = endpoint.DefaultSlowStartAggression
+	}
+	if s.MinWeight == 0 {
+		s.MinWeight = endpoint.DefaultSlowStartMinWeight
+	}
+	if err := s.Check(); err != nil {
+		field, env, value := "SlowStartWindow", EnvSlowStartWindow, s.Window.String()
+		switch {
+		case s.Window <= 0:
+		case !(s.Aggression > 0) || math.IsInf(s.Aggression, 1):
+			field, env, value = "SlowStartAggression", EnvSlowStartAggr, strconv.FormatFloat(s.Aggression, 'g', -1, 64)
+		default:
+			field, env, value = "SlowStartMinWeight", EnvSlowStartMinWeight, strconv.FormatFloat(s.MinWeight, 'g', -1, 64)
+		}
+		return nil, &ConfigError{Field: field, Env: env, Value: value,
+			Want: "a positive window, a positive aggression and a min weight above 0 and at most 1, or zero for the defaults (NoSlowStart turns slow start off)", Err: err}
+	}
+	return consumer.WithSlowStart(s.Window, s.Aggression, s.MinWeight), nil
 }
 
 // list splits a comma-separated value, dropping empty items.
@@ -354,11 +441,12 @@ func (c Config) checkProvider(gateway bool) (*settings, error) {
 	}
 	s.Metadata = make(map[string]string, len(c.Metadata)+1)
 	for k, v := range c.Metadata {
-		// The module owns these keys: the status follows the lifecycle, and
-		// only a Gateway advertises a flush path.
-		if k == sd.MetadataStatus || k == sd.MetadataFlushPath {
+		// The module owns these keys: the status follows the lifecycle, only
+		// a Gateway advertises a flush path, and the drain marks are written
+		// by the Registrar and gracekit drain (sd.ReservedMetadata).
+		if slices.Contains(sd.ReservedMetadata, k) {
 			return nil, &ConfigError{Field: "Metadata", Env: EnvMetadata, Value: k + "=" + v,
-				Want: fmt.Sprintf("keys other than %q and %q, which the module sets", sd.MetadataStatus, sd.MetadataFlushPath)}
+				Want: fmt.Sprintf("keys other than %s, which the module and gracekit drain set", strings.Join(sd.ReservedMetadata, ", "))}
 		}
 		s.Metadata[k] = v
 	}

@@ -19,6 +19,12 @@ import (
 //     (Consumer.Endpoint), and the Instancers themselves
 //     (Consumer.Instancer).
 //
+// Its endpoints ramp in a provider instance that joins a service after
+// their first load of it (slow start, docs/SLOWSTART.md): over
+// Config.SlowStartWindow, DefaultSlowStartWindow unless set; set
+// Config.NoSlowStart (GRACEKIT_SLOW_START=off) to give it its full share
+// at once.
+//
 // Its constructor does no I/O. Its OnStart hook connects the ZooKeeper
 // session within the start context; its OnStop hook closes the
 // Endpointers, stops the Instancers and leaves the session, within the stop
@@ -119,11 +125,19 @@ func (s *settings) consumerOver(sess *sd.Session, p commonParams) (*consumer.Con
 	if p.GoKit != nil {
 		in = append(in, sd.WithCodec(sd.MixedCodec{RouteTwins: p.GoKit.routeTwins}))
 	}
-	c, err := consumer.New(sess,
+	opts := []consumer.Option{
 		consumer.WithLogger(p.logger()),
 		consumer.WithInstancerOptions(in...),
 		consumer.WithInstancerMetrics(p.Metrics.instancerOptions),
-	)
+	}
+	ss, err := s.slowStart()
+	if err != nil {
+		return nil, err
+	}
+	if ss != nil {
+		opts = append(opts, ss)
+	}
+	c, err := consumer.New(sess, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("fxmodule: %w", err)
 	}

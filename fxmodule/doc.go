@@ -61,6 +61,10 @@
 //	GRACEKIT_MAX_QUIESCE            MaxQuiesce          2s (shutdown.DefaultMaxQuiesce)
 //	GRACEKIT_DRAIN_TIMEOUT          DrainTimeout        4s (shutdown.DefaultDrainTimeout)
 //	GRACEKIT_STOP_TIMEOUT           StopTimeout         15s (fx.DefaultTimeout)
+//	GRACEKIT_SLOW_START             NoSlowStart         on; off turns slow start off (Consumer, Gateway)
+//	GRACEKIT_SLOW_START_WINDOW      SlowStartWindow     30s (DefaultSlowStartWindow)
+//	GRACEKIT_SLOW_START_AGGRESSION  SlowStartAggression 1 (linear)
+//	GRACEKIT_SLOW_START_MIN_WEIGHT  SlowStartMinWeight  0.1
 //
 // Durations are Go durations ("250ms", "2s"). fx does not tell a module the
 // app's stop timeout, so StopTimeout must repeat the value given to
