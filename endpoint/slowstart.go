@@ -12,6 +12,13 @@ import (
 
 // Defaults of [WithSlowStart], Envoy's: a linear ramp from 10%.
 const (
+	// DefaultSlowStartWindow is the window where gracekit turns slow start
+	// on by default (fxmodule's Consumer and Gateway, grpcresolver's
+	// balancer). In make demo a provider whose first seconds of calls are
+	// slow (a cold cache or JIT) shows no latency spike after a restart
+	// with a window twice its warm-up; 30 s covers warm-ups up to about
+	// 15 s and holds a new instance below its full share for half a minute.
+	DefaultSlowStartWindow = 30 * time.Second
 	// DefaultSlowStartAggression makes the ramp linear.
 	DefaultSlowStartAggression = 1.0
 	// DefaultSlowStartMinWeight is the share a ramping instance starts at.

@@ -69,12 +69,8 @@ const (
 )
 
 // DefaultSlowStartWindow is the ramp of Consumer and Gateway when
-// Config.SlowStartWindow is zero. In make demo a provider whose first 5 s
-// of calls are slow (a cold cache or JIT) shows no latency spike after a
-// restart with a window twice its warm-up; 30 s covers warm-ups up to
-// about 15 s, and costs a new instance no more than half a minute of
-// reduced share.
-const DefaultSlowStartWindow = 30 * time.Second
+// Config.SlowStartWindow is zero (see endpoint.DefaultSlowStartWindow).
+const DefaultSlowStartWindow = endpoint.DefaultSlowStartWindow
 
 // Config is what Discovery, Consumer and Gateway need: Consumer reads only
 // the ZooKeeper fields and BasePath, Gateway adds FlushSecret, FlushPath and
