@@ -205,7 +205,7 @@ func newDiscovery(p discoveryParams) (discoveryResult, error) {
 				return err
 			}
 			if p.Twin != nil {
-				if err := p.Twin.start(ctx, sess, prov.Instance(), log); err != nil {
+				if err := p.Twin.start(ctx, sess, prov.Instance(), prov.Readiness(), log); err != nil {
 					_ = prov.Stop(context.WithoutCancel(ctx)) // bounded by the stop's own step timeouts
 					if ownWatch {
 						_ = watcher.Stop(context.WithoutCancel(ctx))

@@ -2,16 +2,20 @@ package fxmodule_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-kit/kit/endpoint"
 	kitsd "github.com/go-kit/kit/sd"
+	"github.com/go-kit/kit/sd/lb"
 	kitzk "github.com/go-kit/kit/sd/zk"
 	"github.com/go-kit/log"
 	"github.com/go-zookeeper/zk"
@@ -190,4 +194,148 @@ func goKitProvider(t *testing.T, zkc *zktest.Cluster) string {
 	addr := strings.TrimPrefix(kit.URL, "http://")
 	kitzk.NewRegistrar(client, kitzk.Service{Path: "/services", Name: "quote", Data: []byte(addr)}, log.NewNopLogger()).Register()
 	return addr
+}
+
+// Issue 31: out of rotation means the same thing to go-kit's consumers as
+// to Curator's. A stock go-kit sd/zk consumer (zk.NewInstancer,
+// sd.NewEndpointer, lb.NewRoundRobin, unchanged) in front of a migrating
+// provider (GoKitRegistration beside its Curator node) and a go-kit one
+// sends the migrating one no call once its Endpointer dropped it, and it
+// drops it, as a Curator reader drops OUT_OF_SERVICE, when an operator
+// drains the provider's Curator node, when its health check fails, and
+// when it stops; the twin comes back with undrain and health. Before
+// issue 31 the twin stayed while drained or sick, and the go-kit consumer
+// kept a share of its calls on it.
+func TestAStockGoKitConsumerStopsCallingADrainedSickOrStoppingMigratingProvider(t *testing.T) {
+	t.Parallel()
+	zkc := zktest.New(t)
+	kitAddr := goKitProvider(t, zkc)
+	conn := testutil.ZKConn(t, zkc.Addrs())
+
+	port := testutil.FreePort(t)
+	cfg := providerConfig(zkc, "m1", port)
+	// Curator nodes apart from go-kit's path, where go-kit's consumer would
+	// read the JSON as an instance string (docs/MIGRATING.md).
+	cfg.BasePath = "/discovery"
+	cfg.HealthInterval, cfg.HealthFailures, cfg.HealthPasses, cfg.HealthHold = 20*time.Millisecond, 1, 1, time.Millisecond
+	var sick atomic.Bool
+	check := fxmodule.HealthCheck(func(context.Context) error {
+		if sick.Load() {
+			return errors.New("the database is down")
+		}
+		return nil
+	})
+	server := func() *http.Server {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/hello", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "m1") })
+		return &http.Server{Handler: mux, ReadHeaderTimeout: time.Second}
+	}
+	app := fx.New(fx.NopLogger, fx.Supply(cfg, check), fx.Provide(server), fxmodule.Discovery, fxmodule.GoKitRegistration("/services"))
+	if err := app.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = app.Stop(context.Background())
+		}
+	})
+
+	// go-kit's consumer, as its documentation builds one.
+	client, err := kitzk.NewClient(zkc.Addrs(), log.NewNopLogger(), kitzk.EventHandler(func(zk.Event) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Stop()
+	in, err := kitzk.NewInstancer(client, "/services/quote", log.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Stop()
+	hc := &http.Client{Timeout: 2 * time.Second}
+	factory := func(instance string) (endpoint.Endpoint, io.Closer, error) {
+		return func(ctx context.Context, _ any) (any, error) {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+instance+"/hello", nil)
+			resp, err := hc.Do(req)
+			if err != nil {
+				return nil, err
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			return string(b), err
+		}, nil, nil
+	}
+	endpointer := kitsd.NewEndpointer(in, factory, log.NewNopLogger())
+	defer endpointer.Close()
+	balancer := lb.NewRoundRobin(endpointer)
+	count := func(want int) func() bool {
+		return func() bool { eps, err := endpointer.Endpoints(); return err == nil && len(eps) == want }
+	}
+	// calls sends n calls and returns how many m1 served.
+	calls := func(n int) int {
+		served := 0
+		for range n {
+			ep, err := balancer.Endpoint()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := ep(context.Background(), nil)
+			if err != nil {
+				t.Fatalf("a call failed: %v", err)
+			}
+			if got == "m1" {
+				served++
+			}
+		}
+		return served
+	}
+	testutil.WaitFor(t, "go-kit's Endpointer has both providers", count(2))
+	if n := calls(20); n == 0 {
+		t.Fatal("m1 served none of 20 calls while in rotation")
+	}
+
+	curatorPath := "/discovery/quote/m1"
+	rewrite := func(f func(sd.Codec, string, string, []byte) ([]byte, error)) {
+		data, stat, err := conn.Get(curatorPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := f(sd.CuratorCodec{}, "quote", "m1", data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Set(curatorPath, out, stat.Version); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, phase := range []struct {
+		name      string
+		out, back func()
+	}{
+		{"drained by an operator", func() { rewrite(sd.Drain) }, func() { rewrite(sd.Undrain) }},
+		{"failing its health check", func() { sick.Store(true) }, func() { sick.Store(false) }},
+	} {
+		phase.out()
+		testutil.WaitFor(t, "go-kit's Endpointer drops m1 "+phase.name, count(1))
+		if n := calls(40); n != 0 {
+			t.Fatalf("m1 %s served %d of 40 go-kit calls after go-kit's consumer dropped it", phase.name, n)
+		}
+		if eps, _ := endpointer.Endpoints(); len(eps) != 1 {
+			t.Fatalf("m1 %s: go-kit's Endpointer has %d endpoints, want the go-kit provider alone (%s)", phase.name, len(eps), kitAddr)
+		}
+		phase.back()
+		testutil.WaitFor(t, "go-kit's Endpointer has m1 again after "+phase.name, count(2))
+		testutil.WaitFor(t, "m1 serves go-kit calls again", func() bool { return calls(4) > 0 })
+	}
+
+	done := make(chan error, 1)
+	go func() { done <- app.Stop(context.Background()) }()
+	stopped = true
+	testutil.WaitFor(t, "go-kit's Endpointer drops m1 as it stops", count(1))
+	if n := calls(40); n != 0 {
+		t.Fatalf("m1, stopping, served %d of 40 go-kit calls after go-kit's consumer dropped it", n)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 }

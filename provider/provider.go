@@ -276,6 +276,9 @@ func New(sess *sd.Session, cfg Config, opts ...Option) (*Provider, error) {
 	if !sd.ValidNodeName(inst.Name) || inst.Address == "" || (inst.Port == 0 && inst.SSLPort == 0) {
 		return nil, fmt.Errorf("provider: Config.Instance %+v needs a Name (no '/'), an Address and a Port or SSLPort", inst)
 	}
+	if err := sd.CheckMetadata(inst.Metadata); err != nil {
+		return nil, fmt.Errorf("provider: Config.Instance.Metadata: %w", err)
+	}
 	if !sd.ValidHost(inst.Address) {
 		return nil, fmt.Errorf("provider: Config.Instance.Address %q: want a host name or an IP address, without a port, a scheme or spaces (IPv6 without brackets)", inst.Address)
 	}

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"path"
-	"strings"
 	"sync"
 	"time"
 
@@ -238,13 +237,8 @@ func NewRegistrar(c *Client, inst Instance, opts ...RegistrarOption) (*Registrar
 	if !ValidNodeName(name) {
 		return nil, &ConfigError{"node name", name, "non-empty, without '/'"}
 	}
-	for _, k := range ReservedMetadata {
-		if k == MetadataStatus {
-			continue // the wanted status, which SetStatus changes
-		}
-		if _, ok := inst.Metadata[k]; ok {
-			return nil, &ConfigError{"metadata key", k, "keys other than " + strings.Join(ReservedMetadata, ", ") + ", which the Registrar and gracekit drain write"}
-		}
+	if err := CheckMetadata(inst.Metadata); err != nil {
+		return nil, err
 	}
 	if o.parents == 0 {
 		o.parents = ParentsContainer

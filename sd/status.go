@@ -1,5 +1,7 @@
 package sd
 
+import "strings"
+
 // Status is an instance's availability as Spring Cloud Zookeeper writes it in
 // payload.metadata.instance_status.
 type Status string
@@ -48,4 +50,20 @@ func StoresStatus(codec Codec, inst Instance) bool {
 		return true
 	}
 	return back.Status() == StatusOutOfService
+}
+
+// CheckMetadata refuses an instance's own metadata that holds a mark of
+// who took it out of rotation (MetadataDrainedBy, MetadataDrainedStatus,
+// MetadataOutBy): only the Registrar and gracekit drain write them.
+// NewRegistrar and provider.New call it.
+func CheckMetadata(md map[string]string) error {
+	for _, k := range ReservedMetadata {
+		if k == MetadataStatus || k == MetadataFlushPath {
+			continue // the wanted status, and a gateway's own path
+		}
+		if _, ok := md[k]; ok {
+			return &ConfigError{"metadata key", k, "keys other than " + strings.Join(ReservedMetadata[2:], ", ") + ", which the Registrar and gracekit drain write"}
+		}
+	}
+	return nil
 }
