@@ -235,6 +235,7 @@ type Client struct {
 	up          chan struct{} // closed while the own session is up; under mu
 	sessions    int           // StateHasSession events seen
 	settleUntil atomic.Int64  // unix nanos: a new connection's watch re-send is settling until then
+	zxid        atomic.Int64  // the highest zxid the Client's zkwire sessions saw (see dialWatch)
 	zkWanted    chan struct{} // closed by wantSession
 	zkReady     chan struct{} // closed once conn is set (nil only if Close came first)
 	zkDone      chan struct{} // closed when the goroutine that made conn ended

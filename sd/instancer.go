@@ -172,6 +172,7 @@ type Instancer struct {
 	pubInst   []*Instance
 	pubErr    error // stays until a read from ZooKeeper succeeds
 	sentErr   error // the error of the last set handed to the subscribers
+	readZxid  int64 // the zxid the recursive feed's published reads are at, at least (see behind)
 	version   uint64
 	subs      map[chan<- kitsd.Event]*subscriber
 	firstDone bool

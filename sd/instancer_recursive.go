@@ -201,6 +201,9 @@ func (in *Instancer) applyRecursive(w recWork, due map[string]bool) error {
 		list = w.conn.Send(zkwire.OpGetChildren, zkwire.GetChildrenBody(in.dir))
 	}
 	r, err := list.Wait(in.ctx)
+	if err := in.behind(w, r); err != nil {
+		return err
+	}
 	if errors.Is(err, zk.ErrNoNode) {
 		// Not created yet, or a Curator container reaped when empty; the
 		// watch sees it come.
@@ -212,6 +215,7 @@ func (in *Instancer) applyRecursive(w recWork, due map[string]bool) error {
 		in.pubErr = nil
 		in.publishLocked()
 		in.markLoadedLocked()
+		in.readAtLocked(w)
 		in.mu.Unlock()
 		return nil
 	}
@@ -249,8 +253,35 @@ func (in *Instancer) applyRecursive(w recWork, due map[string]bool) error {
 		in.publishLocked()
 	}
 	in.markLoadedLocked()
+	in.readAtLocked(w)
 	in.mu.Unlock()
 	return nil
+}
+
+// behind refuses a re-read's listing answered at a zxid lower than the one
+// the published set was read at: a server behind what the Instancer showed
+// (after a deletion, one that still has the node). Handshakes send the last
+// zxid seen, so that such a server refuses the session; this is the fence
+// behind that. Nothing of the listing is published: the connection is
+// dropped, and the watch session resumes on the next server.
+func (in *Instancer) behind(w recWork, r zkwire.Reply) error {
+	in.mu.Lock()
+	floor := in.readZxid
+	in.mu.Unlock()
+	if r.Header.Zxid <= 0 || r.Header.Zxid >= floor {
+		return nil
+	}
+	in.logger.Warn("a server answered from behind the set already published; not publishing it, trying another server",
+		"server", w.conn.Addr(), "zxid", fmt.Sprintf("%#x", r.Header.Zxid), "published_zxid", fmt.Sprintf("%#x", floor))
+	w.conn.Drop()
+	return fmt.Errorf("sd: list %s: %s answered at zxid %#x, behind the published set's %#x", in.dir, w.conn.Addr(), r.Header.Zxid, floor)
+}
+
+// readAtLocked notes that what is published was read over w's connection:
+// at its last zxid, at least, which every later handshake sends. in.mu
+// must be held.
+func (in *Instancer) readAtLocked(w recWork) {
+	in.readZxid = max(in.readZxid, w.conn.LastZxid())
 }
 
 // applyOps drops the deleted children, then reads the created and changed
@@ -277,6 +308,7 @@ func (in *Instancer) applyOps(w recWork, due map[string]bool) error {
 	}
 	if deleted {
 		in.publishLocked() // a deletion leaves at once, before the reads
+		in.readAtLocked(w)
 	}
 	in.mu.Unlock()
 	if len(names) == 0 {
@@ -287,6 +319,7 @@ func (in *Instancer) applyOps(w recWork, due map[string]bool) error {
 	}
 	in.mu.Lock()
 	in.publishLocked()
+	in.readAtLocked(w)
 	in.mu.Unlock()
 	return nil
 }

@@ -106,6 +106,9 @@ func (in *Instancer) bulkDecode(s *bulkSession, names []string) ([]*entry, error
 	})
 	close(chunks)
 	wg.Wait()
+	if s.conn != nil { // set once read returned
+		in.c.sawZxid(s.conn.LastZxid())
+	}
 	if err == nil && !complete {
 		err = errBulkIncomplete
 	}

@@ -64,8 +64,22 @@ type watchSession struct {
 
 // errAddWatchRefused wraps the server's answer to addWatch when it is not a
 // persistent-watch server: 3.5 answers UNIMPLEMENTED, a server with
-// WatchManagerOptimized fails the request (MARSHALLINGERROR).
+// WatchManagerOptimized fails the request (MARSHALLINGERROR). Only those
+// two answers switch the Client to per-node watches, for good (see
+// addWatchRefused); any other failure is tried again.
 var errAddWatchRefused = errors.New("sd: the server refused a persistent recursive watch (addWatch needs ZooKeeper 3.6+ without WatchManagerOptimized)")
+
+// addWatchRefused reports whether err, addWatch's answer, says the server
+// cannot hold persistent watches at all. A throttled request, a lost
+// connection, an ACL or any other error says nothing of the kind: the
+// session tries again, on the next server.
+func addWatchRefused(err error) bool {
+	switch zkwire.Code(err) {
+	case zkwire.CodeUnimplemented, zkwire.CodeMarshalling:
+		return true
+	}
+	return false
+}
 
 func newWatchSession(c *Client) *watchSession {
 	ws := &watchSession{
@@ -223,7 +237,12 @@ func (ws *watchSession) run() {
 			sid, passwd = 0, nil // a new one, at once
 			continue
 		case err != nil:
-			ws.logger.Debug("watch session failed; trying the next server", "server", addr, "err", err)
+			if zkwire.Code(err) != 0 {
+				// The server answered, and not that it cannot: worth a word.
+				ws.logger.Warn("adding a recursive watch failed; trying the next server", "server", addr, "err", err)
+			} else {
+				ws.logger.Debug("watch session failed; trying the next server", "server", addr, "err", err)
+			}
 			server++
 			t := time.NewTimer(bo.NextBackOff())
 			select {
@@ -254,6 +273,7 @@ func (ws *watchSession) run() {
 		})
 		ws.mu.Unlock()
 		keep := ws.serve(conn)
+		ws.c.sawZxid(conn.LastZxid()) // before the next handshake, which sends it
 		if keep {
 			conn.Drop() // lost: the next connection resumes the session
 			server++    // and goes to the next server
@@ -407,10 +427,11 @@ func (ws *watchSession) open(addr string, sid int64, passwd []byte) (*zkwire.Con
 	}
 	for i := range len(roots) {
 		_, err := calls[i].Wait(ctx)
-		if code := zkwire.Code(err); code != 0 && code != zkwire.CodeNoAuth {
+		if addWatchRefused(err) {
 			err = errors.Join(errAddWatchRefused, err)
 		}
 		if err != nil {
+			ws.c.sawZxid(conn.LastZxid())
 			conn.Close()
 			return nil, nil, nil, err
 		}
@@ -580,6 +601,10 @@ func (f *recFeed) settle(gen uint64, names []string, seqs []uint64) (keep []bool
 
 // dialWatch opens a read-only session to addr for persistent watches,
 // authenticated as the Client is, resuming session sid when it is not 0.
+// Its handshake sends the highest zxid the Client's zkwire sessions saw
+// (sawZxid), this session's previous connections and those before an
+// expiry included, so that a server behind what the Client read refuses
+// it and the caller tries the next one.
 func (c *Client) dialWatch(ctx context.Context, addr string, sid int64, passwd []byte, onEvent func(uint64, zkwire.WatcherEvent)) (*zkwire.Conn, error) {
 	var auth []zkwire.Auth
 	if c.opts.user != "" {
@@ -587,6 +612,17 @@ func (c *Client) dialWatch(ctx context.Context, addr string, sid int64, passwd [
 	}
 	return zkwire.Dial(ctx, zkwire.Config{
 		Addr: addr, Dial: c.opts.dialer, SessionTimeout: c.opts.sessionTimeout, Auth: auth,
-		Session: sid, Passwd: passwd, OnEvent: onEvent,
+		Session: sid, Passwd: passwd, OnEvent: onEvent, LastZxid: c.zxid.Load(),
 	})
+}
+
+// sawZxid notes a zxid a session of the Client saw (a zkwire Conn's
+// LastZxid), for the next handshake.
+func (c *Client) sawZxid(z int64) {
+	for {
+		old := c.zxid.Load()
+		if z <= old || c.zxid.CompareAndSwap(old, z) {
+			return
+		}
+	}
 }

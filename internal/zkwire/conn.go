@@ -40,8 +40,9 @@ type Conn struct {
 	wg   sync.WaitGroup
 	once sync.Once
 
-	frames  sync.Pool   // large reply frames given back by Reply.Release
-	closing atomic.Bool // Close began: the server's hang-up is ErrClosed
+	frames   sync.Pool    // large reply frames given back by Reply.Release
+	closing  atomic.Bool  // Close began: the server's hang-up is ErrClosed
+	lastZxid atomic.Int64 // the highest zxid seen (see LastZxid)
 }
 
 // Reply is a reply to a request: its header, its body (after the
@@ -115,6 +116,13 @@ type Config struct {
 	// the server keeps the old one until it expires. 0 creates one.
 	Session int64
 	Passwd  []byte
+	// LastZxid is the highest zxid the caller has seen, on this session
+	// or any before it (a Conn's LastZxid): the handshake sends it, and a
+	// server whose own last zxid is lower, one behind what the caller
+	// already read, refuses the connection (it closes it, and Dial
+	// returns that error), so that the caller tries another server.
+	// ZooKeeper's own clients send it for the same reason. 0 for none.
+	LastZxid int64
 	// OnEvent receives each notification with its place in the stream:
 	// seq counts every frame read, so a Reply with a larger Seq was sent by
 	// the server after the notification. It is called from the Conn's read
@@ -163,11 +171,15 @@ func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 		}
 		return nil, err
 	}
-	if err := WriteFrame(nc, ConnectRequest(cfg.SessionTimeout, cfg.Session, cfg.Passwd)); err != nil {
+	if err := WriteFrame(nc, ConnectRequestAt(zxidToSend(cfg.LastZxid), cfg.SessionTimeout, cfg.Session, cfg.Passwd)); err != nil {
 		return fail(err)
 	}
 	b, err := ReadFrame(br)
 	if err != nil {
+		if cfg.LastZxid > 0 && errors.Is(err, io.EOF) {
+			// What a server behind the zxid sent answers, among others.
+			err = fmt.Errorf("zkwire: %s closed the connection at the handshake (a server behind zxid %#x refuses it so): %w", cfg.Addr, cfg.LastZxid, err)
+		}
 		return fail(err)
 	}
 	cr, err := ParseConnectResponse(b)
@@ -204,6 +216,7 @@ func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 		nc: nc, addr: cfg.Addr, timeout: cr.Timeout, session: cr.SessionID, passwd: cr.Passwd, onEvent: cfg.OnEvent,
 		pending: map[int32]chan Reply{}, done: make(chan struct{}),
 	}
+	c.lastZxid.Store(max(cfg.LastZxid, 0))
 	c.wg.Add(2)
 	go c.read(br)
 	go c.ping()
@@ -218,6 +231,22 @@ func (c *Conn) Addr() string { return c.addr }
 
 // Passwd is the session's password, to resume it (Config.Passwd).
 func (c *Conn) Passwd() []byte { return c.passwd }
+
+// LastZxid is the highest zxid the Conn has seen: Config.LastZxid, or
+// a later one from a reply's header (the server's last zxid when it
+// answered) or a notification's, as ZooKeeper's clients count it (pings
+// do not count). It is updated before the reply is handed to its caller
+// and before the notification to OnEvent. Pass it to the next Dial's
+// Config.LastZxid.
+func (c *Conn) LastZxid() int64 { return c.lastZxid.Load() }
+
+// seen notes zxid (not a zxid when 0 or less). Only the read goroutine
+// stores.
+func (c *Conn) seen(zxid int64) {
+	if zxid > c.lastZxid.Load() {
+		c.lastZxid.Store(zxid)
+	}
+}
 
 // Drop closes the connection without ending the session, which a Dial
 // with its SessionID and Passwd may resume until it expires, and waits
@@ -387,6 +416,9 @@ func (c *Conn) read(br *bufio.Reader) {
 		switch h.Xid {
 		case XidPing, XidAuth:
 			continue
+		}
+		c.seen(h.Zxid)
+		switch h.Xid {
 		case XidWatch:
 			ev, err := ParseWatcherEvent(body)
 			if err != nil {

@@ -53,6 +53,7 @@ const (
 	CodeNoNode        = -101
 	CodeNoAuth        = -102
 	CodeAuthFailed    = -115
+	CodeThrottled     = -127 // ZooKeeper 3.7+: the server shed the request under load
 )
 
 // ErrShort is a reply cut before its end.

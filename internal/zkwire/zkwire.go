@@ -35,15 +35,22 @@ func ReadFrame(r io.Reader) ([]byte, error) {
 	return b, err
 }
 
-// ConnectRequest encodes a handshake: protocolVersion 0, lastZxidSeen 0,
-// the session timeout, and the session to attach to (0 and a zero password
-// for a new one).
+// ConnectRequest encodes a handshake with lastZxidSeen 0 (see
+// ConnectRequestAt), for sessions that read nothing, such as a test's.
 func ConnectRequest(timeout time.Duration, session int64, passwd []byte) []byte {
+	return ConnectRequestAt(0, timeout, session, passwd)
+}
+
+// ConnectRequestAt encodes a handshake: protocolVersion 0, lastZxid (the
+// highest zxid the client has seen: a server whose last is lower refuses
+// the session by closing the connection), the session timeout, and the
+// session to attach to (0 and a zero password for a new one).
+func ConnectRequestAt(lastZxid int64, timeout time.Duration, session int64, passwd []byte) []byte {
 	if passwd == nil {
 		passwd = make([]byte, 16)
 	}
 	b := binary.BigEndian.AppendUint32(nil, 0)
-	b = binary.BigEndian.AppendUint64(b, 0)
+	b = binary.BigEndian.AppendUint64(b, uint64(max(lastZxid, 0)))
 	b = binary.BigEndian.AppendUint32(b, uint32(timeout.Milliseconds()))
 	b = binary.BigEndian.AppendUint64(b, uint64(session))
 	b = binary.BigEndian.AppendUint32(b, uint32(len(passwd)))

@@ -1,0 +1,186 @@
+package sd_test
+
+import (
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	kitsd "github.com/go-kit/kit/sd"
+	"github.com/go-zookeeper/zk"
+
+	"github.com/gracekit/gracekit/internal/testutil"
+	"github.com/gracekit/gracekit/sd"
+	"github.com/gracekit/gracekit/zktest"
+)
+
+// eventLog keeps every event an Instancer sent, in order.
+type eventLog struct {
+	mu     sync.Mutex
+	events []kitsd.Event
+}
+
+func collect(t *testing.T, in *sd.Instancer) *eventLog {
+	t.Helper()
+	l := &eventLog{}
+	ch := make(chan kitsd.Event, 16)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range ch {
+			l.mu.Lock()
+			l.events = append(l.events, ev)
+			l.mu.Unlock()
+		}
+	}()
+	in.Register(ch)
+	t.Cleanup(func() {
+		in.Deregister(ch)
+		in.Stop()
+		close(ch)
+		<-done
+	})
+	return l
+}
+
+// since returns the events from the i-th on, and how many there are.
+func (l *eventLog) since(i int) ([]kitsd.Event, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.events[i:]), len(l.events)
+}
+
+// waitFor waits for an event without error that lists exactly want.
+func (l *eventLog) waitFor(t *testing.T, want ...string) {
+	t.Helper()
+	slices.Sort(want)
+	testutil.WaitFor(t, fmt.Sprintf("an event with %v", want), func() bool {
+		evs, _ := l.since(0)
+		return len(evs) > 0 && evs[len(evs)-1].Err == nil && slices.Equal(evs[len(evs)-1].Instances, want)
+	})
+}
+
+// createNode writes inst's Curator node as a persistent node, so that a
+// copy of the server's data keeps it however long the copy waits.
+func createNode(t *testing.T, zc *zk.Conn, inst sd.Instance) string {
+	t.Helper()
+	data, err := sd.CuratorCodec{}.Encode(inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := "/services/" + inst.Name + "/" + inst.ID
+	if _, err := zc.Create(p, data, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// A consumer that has seen a deletion never takes the service back from a
+// server that is behind that deletion: the server (a standalone one
+// started from a copy of the data taken before it) refuses every session
+// the consumer opens, as it sends the last zxid it saw, so the consumer
+// never republishes the deleted instance, keeps trying, and carries on
+// when a server that is up to date returns. In both watch modes (the
+// recursive one's watch session, the per-node one's go-zookeeper session).
+func TestStaleServerIsRefusedAndTheDeletedInstanceNeverReturns(t *testing.T) {
+	t.Parallel()
+	a := zktest.New(t)
+	w := testutil.ZKConn(t, a.Addrs())
+	for _, p := range []string{"/services", "/services/stale"} {
+		if _, err := w.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gone := instance("stale", 7301)
+	createNode(t, w, gone)
+	createNode(t, w, instance("stale", 7302))
+	// The copy holds both; the writes below are A's alone. B is not
+	// running yet, so the consumer starts on A.
+	b := a.CopyOf(t, a.Servers[0])
+	for i := range 10 { // a lead past the copy's few writes of its own (session expiries)
+		if _, err := w.Create(fmt.Sprintf("/filler-%d", i), nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var toB atomic.Int32
+	var mu sync.Mutex
+	var onB []sd.SessionEvent // the Client's own session's arrivals on B
+	dial := func(network, address string, timeout time.Duration) (net.Conn, error) {
+		if address == b.Servers[0].Addr() {
+			toB.Add(1)
+		}
+		return net.DialTimeout(network, address, timeout)
+	}
+	onEvent := func(ev sd.SessionEvent) {
+		if ev.State == sd.StateHasSession && ev.Server == b.Servers[0].Addr() {
+			mu.Lock()
+			onB = append(onB, ev)
+			mu.Unlock()
+		}
+	}
+	cl, err := sd.NewClient(a.Servers[0].Addr()+","+b.Servers[0].Addr(),
+		sd.SessionTimeout(2*time.Second), sd.Dialer(dial), sd.OnSessionEvent(onEvent))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	in, err := sd.NewInstancer(cl, "stale")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := collect(t, in)
+	log.waitFor(t, "127.0.0.1:7301", "127.0.0.1:7302")
+
+	if err := w.Delete("/services/stale/"+gone.ID, -1); err != nil {
+		t.Fatal(err)
+	}
+	createNode(t, w, instance("stale", 7303))
+	log.waitFor(t, "127.0.0.1:7302", "127.0.0.1:7303")
+	_, deletedAt := log.since(0) // every event from here on is after the deletion
+
+	if err := b.StartAll(); err != nil {
+		t.Fatal(err)
+	}
+	stats := cl.WatchSessionStats()
+	if err := a.Servers[0].Stop(); err != nil {
+		t.Fatal(err)
+	}
+	// The consumer's sessions go to B, again and again: each try is
+	// refused, and none may bring the deleted instance back.
+	from := toB.Load()
+	republished := func() bool {
+		evs, _ := log.since(deletedAt)
+		return slices.ContainsFunc(evs, func(ev kitsd.Event) bool { return slices.Contains(ev.Instances, "127.0.0.1:7301") })
+	}
+	testutil.WaitFor(t, "four tries of B", func() bool { return toB.Load() >= from+4 || republished() })
+	if republished() {
+		t.Fatalf("the deleted instance was published again from the server behind the deletion (%d dials to it)", toB.Load()-from)
+	}
+	if id, server := sd.WatchSessionID(cl); server == b.Servers[0].Addr() {
+		t.Errorf("the watch session %#x is on the server behind it, %s", id, server)
+	}
+	if got := cl.WatchSessionStats(); got != stats {
+		t.Errorf("watch sessions while only the server behind was up: %+v, before %+v; want none made or resumed", got, stats)
+	}
+	mu.Lock()
+	if len(onB) > 0 {
+		t.Errorf("the Client's own session came up on the server behind: %+v", onB)
+	}
+	mu.Unlock()
+
+	if err := a.Restart(a.Servers[0]); err != nil {
+		t.Fatal(err)
+	}
+	log.waitFor(t, "127.0.0.1:7302", "127.0.0.1:7303")
+	after, _ := log.since(deletedAt)
+	for _, ev := range after {
+		if slices.Contains(ev.Instances, "127.0.0.1:7301") {
+			t.Fatalf("the deleted instance was published again: %v (err %v), in %d events after the deletion", ev.Instances, ev.Err, len(after))
+		}
+	}
+	t.Logf("%d events after the deletion, %d dials to the server behind", len(after), toB.Load())
+}
