@@ -265,6 +265,9 @@ func (in *Instancer) applyRecursive(w recWork, due map[string]bool) error {
 // behind that. Nothing of the listing is published: the connection is
 // dropped, and the watch session resumes on the next server.
 func (in *Instancer) behind(w recWork, r zkwire.Reply) error {
+	if mutantNoZxid {
+		return nil // planted bug (mutant_nozxid.go)
+	}
 	in.mu.Lock()
 	floor := in.readZxid
 	in.mu.Unlock()

@@ -36,6 +36,7 @@ type options struct {
 	startTimeout   time.Duration
 	jvmArgs        []string
 	maxCnxns       int
+	isolatable     bool // peer links through the test process (lag.go)
 }
 
 type optionFunc func(*options) error
@@ -120,6 +121,7 @@ type Cluster struct {
 
 	dir       string
 	opts      options
+	links     *peerLinks // Isolatable ensembles only
 	closeOnce sync.Once
 }
 
@@ -183,6 +185,11 @@ func startOnce(dir, java, cp string, o options) (*Cluster, error) {
 		}
 		c.Servers = append(c.Servers, s)
 	}
+	if o.isolatable && o.size > 1 {
+		if c.links, err = newPeerLinks(c.Servers); err != nil {
+			return nil, err
+		}
+	}
 	for _, s := range c.Servers {
 		if err := c.writeConfig(s); err != nil {
 			return nil, err
@@ -215,7 +222,7 @@ func (c *Cluster) writeConfig(s *Server) error {
 	if len(c.Servers) > 1 {
 		b.WriteString("standaloneEnabled=false\nreconfigEnabled=false\n")
 		for _, m := range c.Servers {
-			fmt.Fprintf(&b, "server.%d=127.0.0.1:%d:%d\n", m.ID, m.peerPort, m.electionPort)
+			fmt.Fprintf(&b, "server.%d=127.0.0.1:%d:%d\n", m.ID, c.links.port(s, m), m.electionPort)
 		}
 		if err := os.WriteFile(filepath.Join(s.dir, "data", "myid"), fmt.Appendf(nil, "%d\n", s.ID), 0o644); err != nil {
 			return fmt.Errorf("zktest: %w", err)
@@ -319,6 +326,9 @@ func (c *Cluster) Close() error {
 			go func() { defer wg.Done(); _ = s.Kill() }()
 		}
 		wg.Wait()
+		if c.links != nil {
+			c.links.close()
+		}
 	})
 	return nil
 }

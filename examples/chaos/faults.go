@@ -2,12 +2,17 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/gracekit/gracekit/examples/internal/drive"
+	"github.com/gracekit/gracekit/internal/failpoint"
 	"github.com/gracekit/gracekit/zktest"
 )
 
@@ -476,4 +481,142 @@ func (d *driver) recoverReregistered(ctx context.Context, g *group, ph *phase, t
 	after, err := d.allRegistered(ctx, g)
 	ph.flapped = changed(g.providerIDs(), before, after)
 	return err
+}
+
+// robustStepMore runs the robustness faults of this file (stale, lag,
+// overlap); done is false for every other kind.
+func (d *driver) robustStepMore(ctx context.Context, rs *robustState, st step, round int) (done bool, err error) {
+	switch st.Kind {
+	case kStale:
+		return true, d.faultStale(ctx, rs, st, round)
+	case kLag:
+		return true, d.faultLag(ctx, st)
+	case kOverlap:
+		return true, d.faultOverlap(ctx, st)
+	}
+	return false, nil
+}
+
+// faultStale makes a server that serves from behind and sends consumers to
+// it: a registration is made, a running member's data is copied, the
+// registration goes, a standalone server starts from the copy (behind the
+// deletion every consumer saw), and st.N consumers from st.Slot reach only
+// it for st.For. A session that saw the deletion must be refused there
+// (its lastZxidSeen is ahead of the copy's last zxid); one that resumes
+// there publishes the deleted registration again (going-back).
+func (d *driver) faultStale(ctx context.Context, rs *robustState, st step, round int) error {
+	reg, err := rs.bursts.registrar(fmt.Sprintf("stale-r%d", round+1))
+	if err != nil {
+		return err
+	}
+	if err := d.register(ctx, rs, reg); err != nil {
+		return err
+	}
+	if err := drive.SleepCtx(ctx, 500*time.Millisecond); err != nil { // every consumer publishes it
+		return err
+	}
+	var cp *zktest.Cluster
+	err = retry(ctx, func() error {
+		src, err := d.servingMember()
+		if err != nil {
+			return err
+		}
+		cp, err = d.cluster.StaleCopy(filepath.Join(d.tmp, fmt.Sprintf("stale-r%d", round+1)), src)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("copy a member's data: %w", err)
+	}
+	defer cp.Close()
+	if err := d.deregister(ctx, rs, reg); err != nil {
+		return err
+	}
+	if err := cp.StartAll(); err != nil { // a JVM's start: the consumers have seen the deletion by then
+		return fmt.Errorf("start a server from the copy: %w", err)
+	}
+	var names []string
+	var pxs []*zkProxy
+	for i := range max(st.N, 1) {
+		t := rs.targets[(st.Slot+i)%len(rs.targets)]
+		names = append(names, t.name)
+		pxs = append(pxs, t.proxy)
+		t.proxy.Redirect(cp.Addrs()[0])
+	}
+	logf("stale: %s reach only a server from a copy taken before %s went", strings.Join(names, ", "), reg.Path())
+	err = drive.SleepCtx(ctx, st.For)
+	for _, px := range pxs {
+		px.Redirect("")
+	}
+	return err
+}
+
+// faultLag cuts member st.Slot (a follower if it was picked as the
+// leader, the next member) off from the others' quorum links for st.For:
+// its clients still reach it, and it answers them from behind until
+// syncLimit passes and it gives up on the leader.
+func (d *driver) faultLag(ctx context.Context, st step) error {
+	m := d.cluster.Servers[st.Slot%len(d.cluster.Servers)]
+	if l, err := d.cluster.Leader(); err == nil && l == m {
+		m = d.cluster.Servers[(st.Slot+1)%len(d.cluster.Servers)]
+	}
+	if err := d.cluster.Isolate(m); err != nil {
+		return err
+	}
+	err := drive.SleepCtx(ctx, st.For)
+	d.cluster.Rejoin(m)
+	if werr := d.cluster.WaitServing(checkRecovered); werr != nil {
+		return werr
+	}
+	return err
+}
+
+// faultOverlap runs st.Ops on one provider: operator drains and undrains
+// (version-checked writes of sd.Drain's marker, as gracekit drain does)
+// and health flips (its health file), overlapping each other and the
+// Registrar's own writes; it ends undrained and well.
+func (d *driver) faultOverlap(ctx context.Context, st step) error {
+	g := d.groups[st.Group%len(d.groups)]
+	p := g.providers[st.Slot%len(g.providers)]
+	path := d.nodePaths(g)[p.id]
+	sick := p.vars["PROVIDER_HEALTH_FILE"]
+	do := func(ctx context.Context, op string) error {
+		switch op {
+		case opDrain, opUndrain:
+			undrain := op == opUndrain
+			return retry(ctx, func() error { return d.reader.drain(p.service, path, undrain) })
+		case opSick:
+			return os.WriteFile(sick, nil, 0o644)
+		case opWell:
+			if err := os.Remove(sick); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
+		return nil
+	}
+	start := time.Now()
+	var errs []error
+	for _, o := range st.Ops {
+		if err := drive.SleepCtx(ctx, time.Until(start.Add(o.At))); err != nil {
+			return err
+		}
+		if err := do(ctx, o.Op); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", o.Op, err))
+		}
+	}
+	// The end: undrained and well, whatever the ops left.
+	for _, op := range []string{opUndrain, opWell} {
+		if err := do(context.Background(), op); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", op, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// armFailpoints arms, in a provider's or gateway's environment, the
+// failpoints seed draws (failpointSpec); a binary built without the
+// gracekit_failpoints tag ignores them.
+func armFailpoints(seed int64, cfg config, vars map[string]string) {
+	if spec := failpointSpec(seed); spec != "" && !cfg.noFailpoints {
+		vars[failpoint.EnvVar] = spec
+	}
 }

@@ -159,6 +159,11 @@ type config struct {
 	seeded bool  // -seed was given
 	rounds int
 	broken bool // add a consumer that ignores deletions: the run must fail
+
+	noFailpoints bool     // -failpoints=false: build without internal/failpoint's points
+	bias         string   // -bias m: draw the schedule to exercise mutant m (mutants.go)
+	mutants      bool     // -mutants: the mutation mode (mutants.go)
+	mutantList   []string // -mutant a,b: only these
 }
 
 var begin = time.Now()
@@ -183,8 +188,25 @@ func parseFlags(args []string) (config, error) {
 	seed := fs.String("seed", "", "robustness mode: replay the schedule of this seed (make chaos CHAOS_SEED=s)")
 	fs.IntVar(&c.rounds, "rounds", 5, "robustness mode: rounds of overlapping faults per schedule")
 	fs.BoolVar(&c.broken, "broken", false, "robustness mode: add a consumer that ignores deletions; its history must fail the checks")
+	failpoints := fs.Bool("failpoints", true, "robustness mode: build with the library's failpoints and arm them at random from the seed")
+	fs.StringVar(&c.bias, "bias", "", "robustness mode: draw the schedule to exercise this planted bug ("+strings.Join(mutantNames(), ", ")+")")
+	fs.BoolVar(&c.mutants, "mutants", false, "mutation mode: build with each planted bug in turn; each must be caught (make chaos CHAOS_MUTANTS=1)")
+	mutantList := fs.String("mutant", "", "mutation mode: only these planted bugs, comma-separated")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	c.noFailpoints = !*failpoints
+	for name := range strings.SplitSeq(*mutantList, ",") {
+		if name = strings.TrimSpace(name); name == "" {
+			continue
+		}
+		if _, ok := mutantNamed(name); !ok {
+			return c, fmt.Errorf("unknown mutant %q (want some of %s)", name, strings.Join(mutantNames(), ","))
+		}
+		c.mutantList = append(c.mutantList, name)
+	}
+	if _, ok := mutantNamed(c.bias); c.bias != "" && !ok {
+		return c, fmt.Errorf("unknown -bias %q (want one of %s)", c.bias, strings.Join(mutantNames(), ","))
 	}
 	if *seed != "" {
 		v, err := strconv.ParseInt(*seed, 10, 64)
@@ -263,6 +285,9 @@ func run() (code int) {
 	if _, _, err := zktest.Runtime(); err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err) // says how to install it
 		return 1
+	}
+	if cfg.mutants {
+		return runMutants(cfg)
 	}
 	if cfg.seeds > 0 || cfg.seeded {
 		return runRobust(cfg)

@@ -33,6 +33,7 @@ type zkProxy struct {
 	holed    map[net.Conn]struct{} // connections open while blackholed: closed at the heal
 	conns    map[net.Conn]struct{}
 	sessions map[int64]bool // every session a handshake through the proxy named
+	redirect string         // every new connection goes there instead; "" for the members (faults.go's stale server)
 	wg       sync.WaitGroup
 
 	closeOnce sync.Once
@@ -112,7 +113,7 @@ func (p *zkProxy) forward(down net.Conn, upstream string) {
 		p.untrack(down)
 		return
 	}
-	up, err := p.rec.Dial("tcp", upstream, 2*time.Second)
+	up, err := p.rec.Dial("tcp", p.upstream(upstream), 2*time.Second)
 	if err != nil {
 		// The member is down: the client sees its connection closed and
 		// tries the next address, as it would on a refused connection.
@@ -206,6 +207,31 @@ func (p *zkProxy) Blackhole() {
 // ensemble). The provider may hold more than one (sd's watch session
 // beside the one that owns its node): the caller names the one to end.
 func (p *zkProxy) Expire(addr string, id int64) error { return p.rec.Expire(addr, id) }
+
+// Redirect sends every new connection to addr instead of the members, and
+// closes the open ones, so that the client reconnects there; "" sends them
+// to the members again (closing the redirected ones).
+func (p *zkProxy) Redirect(addr string) {
+	p.mu.Lock()
+	p.redirect = addr
+	var cs []net.Conn
+	for c := range p.conns {
+		cs = append(cs, c)
+	}
+	p.mu.Unlock()
+	for _, c := range cs {
+		c.Close()
+	}
+}
+
+func (p *zkProxy) upstream(member string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.redirect != "" {
+		return p.redirect
+	}
+	return member
+}
 
 // Cut closes every forwarded connection and refuses new ones until Heal.
 func (p *zkProxy) Cut() {

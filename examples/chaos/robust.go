@@ -63,6 +63,7 @@ type target struct {
 // short session timeout, and for providers a health file and a quick check.
 func (rs *robustState) env(d *driver, in *instance) {
 	in.vars["GRACEKIT_ZK_SESSION_TIMEOUT"] = robustTimeout.String()
+	armFailpoints(rs.seed, d.cfg, in.vars) // faults.go
 	if in.proxy != nil {
 		in.vars["PROVIDER_HEALTH_FILE"] = filepath.Join(d.tmp, "logs", in.id+".sick")
 		in.vars["GRACEKIT_HEALTH_INTERVAL"] = "250ms"
@@ -202,7 +203,7 @@ func runRobust(cfg config) int {
 	if cfg.binDir == "" {
 		bin := filepath.Join(root, "bin")
 		logf("building examples/provider and examples/gateway")
-		if err := drive.Build(ctx, bin, pkgProvider, pkgGateway); err != nil {
+		if err := buildTagged(ctx, bin, robustTags(cfg), pkgProvider, pkgGateway); err != nil { // mutants.go
 			fmt.Fprintln(os.Stderr, "chaos:", err)
 			return 1
 		}
@@ -227,6 +228,7 @@ func runRobust(cfg config) int {
 			return 130
 		}
 		fmt.Printf("ROBUST seed=%d faults=%d checks=%d violations=%d\n", seed, res.faults, res.report.Checks, res.violations)
+		printViolated(seed, res.report.Violations) // mutants.go
 		total.Requests += res.report.Requests
 		total.Failed += res.report.Failed
 		total.Duplicated += res.report.Duplicated
@@ -295,7 +297,7 @@ func (d *driver) robustRun(ctx context.Context, rs *robustState) (*history.Histo
 	if err := os.MkdirAll(filepath.Join(d.tmp, "logs"), 0o755); err != nil {
 		return nil, err
 	}
-	c, err := zktest.Start(filepath.Join(d.tmp, "zookeeper"), zktest.Size(3))
+	c, err := zktest.Start(filepath.Join(d.tmp, "zookeeper"), zktest.Size(3), zktest.Isolatable()) // Isolatable: the lag fault
 	if err != nil {
 		return nil, fmt.Errorf("start ZooKeeper: %w", err)
 	}
@@ -328,7 +330,7 @@ func (d *driver) robustRun(ctx context.Context, rs *robustState) (*history.Histo
 		return h, err
 	}
 	rs.sched = newSchedule(rs.seed, scheduleShape{rounds: d.cfg.rounds, consumers: len(rs.targets), groups: len(d.groups),
-		providers: nProviders, members: len(c.Servers), sessionTimeout: robustTimeout})
+		providers: nProviders, members: len(c.Servers), sessionTimeout: robustTimeout, bias: d.cfg.bias})
 	h.Schedule = rs.sched.String()
 	logf("seed %d: %d faults in %d rounds: %s", rs.seed, rs.sched.faults(), len(rs.sched.Rounds), rs.sched)
 	var names []string
@@ -558,6 +560,9 @@ func retry(ctx context.Context, f func() error) error {
 // robustStep runs one fault of a schedule, until it ended.
 func (d *driver) robustStep(ctx context.Context, rs *robustState, st step, round int) error {
 	logf("round %d: %s", round+1, st)
+	if done, err := d.robustStepMore(ctx, rs, st, round); done { // faults.go
+		return err
+	}
 	switch st.Kind {
 	case kBlackholeShort, kBlackholeLong, kResetShort, kResetLong:
 		t := rs.targets[st.Slot%len(rs.targets)]

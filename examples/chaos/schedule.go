@@ -5,7 +5,12 @@ import (
 	"math/rand/v2"
 	"strings"
 	"time"
+
+	"github.com/gracekit/gracekit/internal/failpoint"
 )
+
+// failpointNames are the points a schedule may arm.
+var failpointNames = failpoint.Names
 
 // The faults a robustness schedule draws from.
 const (
@@ -24,10 +29,36 @@ const (
 	kDrain          = "drain"   // an operator drains a provider (sd.Drain), undrains after For
 	kFlips          = "flips"   // a registration's status flips N times, For apart
 	kBurst          = "burst"   // N registrations come, and go after For
+	// A member that serves from behind: a registration is made, a copy of
+	// a member's data is taken, the registration goes, and N consumers
+	// from Slot on reach only a server started from the copy for For
+	// (shorter than their session timeout). A session that saw the
+	// deletion must be refused there (lastZxidSeen ahead of its zxid).
+	kStale = "stale"
+	// A follower cut off from the leader (its quorum link blackholed) for
+	// For, while clients still reach it: it answers reads from behind until
+	// syncLimit passes (zktest.Cluster.Isolate).
+	kLag = "lag"
+	// Drains, undrains and health flips of one provider, overlapping (Ops).
+	kOverlap = "overlap"
 )
 
+// The ops of an overlap step.
+const (
+	opDrain   = "drain"
+	opUndrain = "undrain"
+	opSick    = "sick"
+	opWell    = "well"
+)
+
+// timedOp is one op of an overlap step, At after the step's start.
+type timedOp struct {
+	At time.Duration
+	Op string
+}
+
 var allKinds = []string{kBlackholeShort, kBlackholeLong, kResetShort, kResetLong, kLeader, kMember, kEnsemble,
-	kExpireProvider, kExpireConsumer, kSigterm, kKill, kHealth, kDrain, kFlips, kBurst}
+	kExpireProvider, kExpireConsumer, kSigterm, kKill, kHealth, kDrain, kFlips, kBurst, kStale, kOverlap}
 
 // step is one fault of a round.
 type step struct {
@@ -36,7 +67,8 @@ type step struct {
 	For   time.Duration // how long it holds; 0: at once
 	Group int           // the provider group (provider faults)
 	Slot  int           // provider slot, consumer index or member index; for expire-provider, nProviders is the bursts' client
-	N     int           // burst size, flips
+	N     int           // burst size, flips; for stale, how many consumers from Slot
+	Ops   []timedOp     // overlap: its drains, undrains and health flips, in order
 }
 
 // round is faults that overlap; the round heals when every one ended.
@@ -49,12 +81,19 @@ type round struct {
 type schedule struct {
 	Seed   int64
 	Rounds []round
+	// Failpoints is what the seed arms inside the providers and gateways
+	// (GRACEKIT_FAILPOINTS; failpointSpec); "" for none.
+	Failpoints string
+	// Bias is the planted bug the schedule is drawn to exercise
+	// (mutation mode); "" for an ordinary schedule.
+	Bias string
 }
 
 // scheduleShape is what a schedule may target.
 type scheduleShape struct {
 	rounds, consumers, groups, providers, members int
 	sessionTimeout                                time.Duration
+	bias                                          string // a mutant's name: its rounds are the faults that exercise it (mutants.go)
 }
 
 func (s schedule) faults() int {
@@ -73,9 +112,15 @@ func (s schedule) faults() int {
 func newSchedule(seed int64, sh scheduleShape) schedule {
 	r := rand.New(rand.NewPCG(uint64(seed), 0x9e3779b97f4a7c15))
 	ms := func(lo, hi int) time.Duration { return time.Duration(lo+r.IntN(hi-lo+1)) * time.Millisecond }
-	s := schedule{Seed: seed}
+	s := schedule{Seed: seed, Failpoints: failpointSpec(seed), Bias: sh.bias}
 	for range sh.rounds {
 		var rd round
+		if sh.bias != "" {
+			rd.Steps = biasSteps(sh.bias, r, sh)
+			rd.Pause = ms(1000, 2000)
+			s.Rounds = append(s.Rounds, rd)
+			continue
+		}
 		used := map[string]bool{}
 		want := 1 + r.IntN(3)
 		for try := 0; len(rd.Steps) < want && try < 50; try++ {
@@ -109,6 +154,19 @@ func newSchedule(seed int64, sh scheduleShape) schedule {
 			case kHealth, kDrain:
 				st.Group, st.Slot, st.For = r.IntN(sh.groups), r.IntN(sh.providers), ms(2000, 5000)
 				slot = fmt.Sprint("group", st.Group)
+			case kOverlap:
+				st.Group, st.Slot = r.IntN(sh.groups), r.IntN(sh.providers)
+				st.Ops, st.For = overlapOps(r), 0
+				slot = fmt.Sprint("group", st.Group)
+			case kStale:
+				// A consumer that reads through its own proxy: the stale
+				// server is not an ensemble member, so no provider's or
+				// gateway's writes may reach it.
+				st.Slot, st.N, st.For = r.IntN(sh.consumers), 1, ms(1500, 2500)
+				slot = "ensemble"
+			case kLag:
+				st.Slot, st.For = r.IntN(sh.members), ms(1000, 4000)
+				slot = "ensemble"
 			case kFlips:
 				st.Slot, st.N, st.For = r.IntN(2), 2+r.IntN(4), ms(300, 800)
 				slot = "flips"
@@ -138,7 +196,47 @@ func (s schedule) String() string {
 		}
 		rs = append(rs, strings.Join(ss, " "))
 	}
-	return strings.Join(rs, " | ")
+	out := strings.Join(rs, " | ")
+	if s.Failpoints != "" {
+		out += " || failpoints " + s.Failpoints
+	}
+	if s.Bias != "" {
+		out += " || mutant " + s.Bias
+	}
+	return out
+}
+
+// overlapOps draws 4 to 8 drains, undrains and health flips of one
+// instance within 4 s, each at most 700 ms after the one before, so that
+// they overlap the writes and re-reads the others cause. The instance ends
+// undrained and well (the step adds both at its end).
+func overlapOps(r *rand.Rand) []timedOp {
+	kinds := []string{opDrain, opUndrain, opSick, opWell}
+	var ops []timedOp
+	at := time.Duration(0)
+	for range 4 + r.IntN(5) {
+		at += time.Duration(50+r.IntN(650)) * time.Millisecond
+		ops = append(ops, timedOp{At: at, Op: kinds[r.IntN(len(kinds))]})
+	}
+	return ops
+}
+
+// failpointSpec is what seed arms inside the providers and gateways
+// (internal/failpoint, built with the gracekit_failpoints tag): each point
+// with probability 1/2, at 10 to 50% of its passes, for 50 to 800 ms. It
+// has a random stream of its own, so that the schedule's faults do not
+// depend on it.
+func failpointSpec(seed int64) string {
+	r := rand.New(rand.NewPCG(uint64(seed), 0x243f6a8885a308d3))
+	var parts []string
+	for _, name := range failpointNames {
+		if r.IntN(2) == 0 {
+			continue
+		}
+		pct := []int{10, 25, 50}[r.IntN(3)]
+		parts = append(parts, fmt.Sprintf("%s=%d%%sleep(%dms)", name, pct, 50+r.IntN(751)))
+	}
+	return strings.Join(parts, ";")
 }
 
 func (st step) String() string {
@@ -148,12 +246,20 @@ func (st step) String() string {
 	case kBlackholeShort, kBlackholeLong, kResetShort, kResetLong, kExpireConsumer:
 		fmt.Fprintf(&b, "(consumer %d)", st.Slot)
 	case kLeader, kEnsemble:
-	case kMember:
+	case kMember, kLag:
 		fmt.Fprintf(&b, "(member %d)", st.Slot+1)
 	case kFlips:
 		fmt.Fprintf(&b, "(steady %d ×%d)", st.Slot+1, st.N)
 	case kBurst:
 		fmt.Fprintf(&b, "(×%d)", st.N)
+	case kStale:
+		fmt.Fprintf(&b, "(consumer %d ×%d)", st.Slot, st.N)
+	case kOverlap:
+		var ops []string
+		for _, o := range st.Ops {
+			ops = append(ops, fmt.Sprintf("%s@%.1f", o.Op, o.At.Seconds()))
+		}
+		fmt.Fprintf(&b, "(group %d slot %d: %s)", st.Group, st.Slot+1, strings.Join(ops, ","))
 	default:
 		fmt.Fprintf(&b, "(group %d slot %d)", st.Group, st.Slot+1)
 	}

@@ -1,0 +1,297 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gracekit/gracekit/examples/internal/history"
+)
+
+// Mutation mode (make chaos CHAOS_MUTANTS=1): the library is built with
+// one planted bug at a time (a gracekit_mutant_<name> build tag; the
+// untagged build has none), the driver, the provider and the gateway with
+// it, and seeds whose schedules lean on the faults that exercise the bug
+// run until the validator meant for it names it. It prints
+//
+//	MUTANT name=<m> caught=<yes|no> seeds=<n> by=<validator>
+//	RESULT mode=mutants planted=<n> caught=<n>
+//
+// A violation of another validator is not a catch.
+
+const pkgChaos = "github.com/gracekit/gracekit/examples/chaos"
+
+// Tags of the robustness mode's builds.
+const (
+	tagFailpoints = "gracekit_failpoints"
+	tagMutant     = "gracekit_mutant_"
+)
+
+// mutant is one planted bug.
+type mutant struct {
+	name string   // its build tag is tagMutant+name
+	what string   // the bug
+	by   []string // the validators meant to catch it
+}
+
+var mutants = []mutant{
+	{"skipflush", "the stop skips the gateway flush (shutdown)", []string{"flush-ack", "flush-reach"}},
+	{"dropdelete", "the Instancer drops one deletion in five (sd)", []string{history.CheckPhantom, history.CheckConvergence, history.CheckResurrection}},
+	{"norecreate", "the Registrar never re-creates its node after an expiry (sd)", []string{history.CheckReregistration}},
+	{"nozxid", "the watch session resumes without its last zxid (sd)", []string{history.CheckGoingBack, history.CheckResurrection}},
+	{"ignoredrain", "the Registrar writes its status over an operator's drain (sd)", []string{"after-drain", "after-leave"}},
+	{"noreread", "the Instancer publishes its set after a reconnect before the re-read answered (sd)", []string{history.CheckConvergence, history.CheckPhantom, history.CheckResurrection}},
+}
+
+const (
+	mutantSeeds  = 2 // seeds tried per mutant before it is called not caught
+	mutantRounds = 3
+)
+
+func mutantNamed(name string) (mutant, bool) {
+	i := slices.IndexFunc(mutants, func(m mutant) bool { return m.name == name })
+	if i < 0 {
+		return mutant{}, false
+	}
+	return mutants[i], true
+}
+
+func mutantNames() []string {
+	var out []string
+	for _, m := range mutants {
+		out = append(out, m.name)
+	}
+	return out
+}
+
+// biasSteps are a round of a schedule drawn for mutant name: the faults
+// that exercise its bug, and only those, so that nothing else blinds the
+// validator meant for it.
+func biasSteps(name string, r *rand.Rand, sh scheduleShape) []step {
+	ms := func(lo, hi int) time.Duration { return time.Duration(lo+r.IntN(hi-lo+1)) * time.Millisecond }
+	var out []step
+	switch name {
+	case "skipflush": // graceful stops with the load running
+		for g := range sh.groups {
+			out = append(out, step{Kind: kSigterm, At: ms(0, 500), Group: g, Slot: r.IntN(sh.providers)})
+		}
+	case "dropdelete": // many deletions, and a provider's
+		out = append(out, step{Kind: kBurst, At: ms(0, 300), N: 20, For: ms(1000, 2000)},
+			step{Kind: kKill, At: ms(0, 500), Group: r.IntN(sh.groups), Slot: r.IntN(sh.providers)})
+	case "norecreate": // expiries of registrations' sessions
+		out = append(out, step{Kind: kExpireProvider, At: ms(0, 500), Group: r.IntN(sh.groups), Slot: r.IntN(sh.providers)},
+			step{Kind: kExpireProvider, At: ms(0, 500), Slot: sh.providers})
+	case "nozxid": // the in-process consumers reach a server behind them
+		out = append(out, step{Kind: kStale, At: ms(0, 300), Slot: 0, N: min(3, sh.consumers), For: ms(1500, 2500)})
+	case "ignoredrain": // operator drains under load
+		for g := range sh.groups {
+			out = append(out, step{Kind: kDrain, At: ms(0, 500), Group: g, Slot: r.IntN(sh.providers), For: ms(3000, 5000)})
+		}
+	case "noreread": // consumers away longer than the bounds while a provider goes
+		long := history.DefaultBounds.Converge + sh.sessionTimeout/2
+		out = append(out, step{Kind: kResetLong, At: 0, Slot: 0, For: long}, step{Kind: kBlackholeLong, At: 0, Slot: 1, For: long},
+			step{Kind: kSigterm, At: ms(800, 1200), Group: r.IntN(sh.groups), Slot: r.IntN(sh.providers)})
+	}
+	return out
+}
+
+// robustTags are the build tags of robustness mode's binaries: failpoints
+// compiled in unless -failpoints=false.
+func robustTags(cfg config) string {
+	if cfg.noFailpoints {
+		return ""
+	}
+	return tagFailpoints
+}
+
+// buildTagged is drive.Build with build tags ("" for none).
+func buildTagged(ctx context.Context, dir, tags string, pkgs ...string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	goCmd := os.Getenv("GO")
+	if goCmd == "" {
+		goCmd = "go"
+	}
+	args := []string{"build"}
+	if tags != "" {
+		args = append(args, "-tags", tags)
+	}
+	args = append(append(args, "-o", dir+string(filepath.Separator)), pkgs...)
+	cmd := exec.CommandContext(ctx, goCmd, args...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go %s: %w", strings.Join(args, " "), err)
+	}
+	return nil
+}
+
+// printViolated prints a line per validator that seed's history violated,
+// for the mutation mode to read.
+func printViolated(seed int64, vs []history.Violation) {
+	n := map[string]int{}
+	for _, v := range vs {
+		n[v.Check]++
+	}
+	for _, c := range slices.Sorted(func(yield func(string) bool) {
+		for k := range n {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		fmt.Printf("VIOLATED seed=%d check=%s n=%d\n", seed, c, n[c])
+	}
+}
+
+// parseViolated reads printViolated's lines: violations per validator.
+func parseViolated(out []byte) map[string]int {
+	got := map[string]int{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), "VIOLATED ")
+		if !ok {
+			continue
+		}
+		var check string
+		n := 0
+		for f := range strings.FieldsSeq(line) {
+			k, v, _ := strings.Cut(f, "=")
+			switch k {
+			case "check":
+				check = v
+			case "n":
+				n, _ = strconv.Atoi(v)
+			}
+		}
+		if check != "" {
+			got[check] += n
+		}
+	}
+	return got
+}
+
+// caughtBy is the first of m's validators that got names, "" if none.
+func (m mutant) caughtBy(got map[string]int) string {
+	for _, c := range m.by {
+		if got[c] > 0 {
+			return c
+		}
+	}
+	return ""
+}
+
+// runMutants is the mutation mode.
+func runMutants(cfg config) int {
+	begin := time.Now()
+	list := mutants
+	if len(cfg.mutantList) > 0 {
+		list = nil
+		for _, name := range cfg.mutantList {
+			m, _ := mutantNamed(name) // checked by parseFlags
+			list = append(list, m)
+		}
+	}
+	root, err := os.MkdirTemp("", "gracekit-mutants-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	seeds := mutantSeeds
+	if cfg.seeds > 0 {
+		seeds = cfg.seeds
+	}
+	caught := 0
+	for _, m := range list {
+		dir := filepath.Join(root, m.name)
+		logf("mutant %s: %s; building the driver, provider and gateway with -tags %s%s", m.name, m.what, tagMutant, m.name)
+		if err := buildTagged(ctx, dir, tagFailpoints+","+tagMutant+m.name, pkgProvider, pkgGateway, pkgChaos); err != nil {
+			fmt.Fprintln(os.Stderr, "chaos:", err)
+			return 1
+		}
+		by, tried := "", 0
+		for tried < seeds && by == "" && ctx.Err() == nil {
+			tried++
+			seed := randomSeed()
+			if cfg.seeded {
+				seed = cfg.seed
+			}
+			logPath := filepath.Join(dir, fmt.Sprintf("seed-%d.log", seed))
+			out, err := runMutantSeed(ctx, dir, m, seed, cfg, logPath)
+			got := parseViolated(out)
+			by = m.caughtBy(got)
+			var all []string
+			for c, n := range got {
+				all = append(all, fmt.Sprintf("%s=%d", c, n))
+			}
+			slices.Sort(all)
+			logf("mutant %s seed %d: violations %s; meant for it: %v (caught by %q)%s; log %s",
+				m.name, seed, strings.Join(all, " "), m.by, by, errNote(err), logPath)
+		}
+		if ctx.Err() != nil {
+			fmt.Fprintf(os.Stderr, "chaos: interrupted; logs in %s\n", root)
+			return 130
+		}
+		yes := "no"
+		if by != "" {
+			yes = "yes"
+			caught++
+		} else {
+			by = "-"
+		}
+		fmt.Printf("MUTANT name=%s caught=%s seeds=%d by=%s\n", m.name, yes, tried, by)
+	}
+	fmt.Printf("RESULT mode=mutants planted=%d caught=%d\n", len(list), caught)
+	logf("mutation mode took %.0fs", time.Since(begin).Seconds())
+	if caught < len(list) {
+		fmt.Fprintf(os.Stderr, "chaos: a planted bug was not caught; binaries and logs in %s\n", root)
+		return 1
+	}
+	if !cfg.keep {
+		_ = os.RemoveAll(root)
+	}
+	return 0
+}
+
+func errNote(err error) string {
+	if err == nil {
+		return ""
+	}
+	return " (" + err.Error() + ")"
+}
+
+// runMutantSeed runs one seed of the robustness mode in the mutant's own
+// driver, its stderr to logPath, and returns its stdout.
+func runMutantSeed(ctx context.Context, dir string, m mutant, seed int64, cfg config, logPath string) ([]byte, error) {
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	args := []string{"-bindir", dir, "-seed", strconv.FormatInt(seed, 10), "-rounds", strconv.Itoa(mutantRounds), "-bias", m.name,
+		"-transport", strings.Join(cfg.transports, ",")}
+	cmd := exec.CommandContext(ctx, filepath.Join(dir, "chaos"), args...)
+	cmd.Stderr = f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 30 * time.Second
+	out, err := cmd.Output()
+	_, _ = f.Write(out)
+	if _, ok := err.(*exec.ExitError); ok {
+		err = nil // a seed with violations exits 1: that is the point
+	}
+	return out, err
+}
