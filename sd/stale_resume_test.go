@@ -87,6 +87,46 @@ func createNode(t *testing.T, zc *zk.Conn, inst sd.Instance) string {
 // recursive one's watch session, the per-node one's go-zookeeper session).
 func TestStaleServerIsRefusedAndTheDeletedInstanceNeverReturns(t *testing.T) {
 	t.Parallel()
+	s := staleScenario(t, false)
+	if id, server := sd.WatchSessionID(s.cl); server == s.b {
+		t.Errorf("the watch session %#x is on the server behind it, %s", id, server)
+	}
+	if s.during != s.before {
+		t.Errorf("watch sessions while only the server behind was up: %+v, before %+v; want none made or resumed", s.during, s.before)
+	}
+	if len(s.onB) > 0 {
+		t.Errorf("the Client's own session came up on the server behind: %+v", s.onB)
+	}
+}
+
+// The fence behind the handshake: a watch session whose handshake lost
+// its zxid (the dialer zeroes it) is accepted by the server behind, and
+// the Instancer still never publishes what that server lists, drops it and
+// moves on. Recursive mode: the per-node one reads over go-zookeeper.
+func TestAReReadOlderThanThePublishedSetIsNotPublished(t *testing.T) {
+	t.Parallel()
+	s := staleScenario(t, true, sd.WithWatchMode(sd.WatchRecursive))
+	if s.during == s.before {
+		t.Fatalf("no watch session came up on the server behind (%+v): the fence was not reached", s.during)
+	}
+}
+
+// staleResult is what staleScenario saw while only the server behind
+// was up.
+type staleResult struct {
+	cl             *sd.Client
+	b              string               // the server behind
+	before, during sd.WatchSessionStats // at A's stop, and after the tries of B
+	onB            []sd.SessionEvent    // the Client's own session's arrivals on B
+}
+
+// staleScenario: a consumer on A sees instance 7301 deleted, then A stops
+// and only B, a copy of A's data from before the deletion, is up, until B
+// was dialled four times; then A is back. It fails the test if 7301 is
+// ever published after its deletion. With forget, the handshakes to B
+// send lastZxidSeen 0.
+func staleScenario(t *testing.T, forget bool, opts ...sd.InstancerOption) staleResult {
+	t.Helper()
 	a := zktest.New(t)
 	w := testutil.ZKConn(t, a.Addrs())
 	for _, p := range []string{"/services", "/services/stale"} {
@@ -100,6 +140,7 @@ func TestStaleServerIsRefusedAndTheDeletedInstanceNeverReturns(t *testing.T) {
 	// The copy holds both; the writes below are A's alone. B is not
 	// running yet, so the consumer starts on A.
 	b := a.CopyOf(t, a.Servers[0])
+	bAddr := b.Servers[0].Addr()
 	for i := range 10 { // a lead past the copy's few writes of its own (session expiries)
 		if _, err := w.Create(fmt.Sprintf("/filler-%d", i), nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
 			t.Fatal(err)
@@ -108,27 +149,33 @@ func TestStaleServerIsRefusedAndTheDeletedInstanceNeverReturns(t *testing.T) {
 
 	var toB atomic.Int32
 	var mu sync.Mutex
-	var onB []sd.SessionEvent // the Client's own session's arrivals on B
+	res := staleResult{b: bAddr}
 	dial := func(network, address string, timeout time.Duration) (net.Conn, error) {
-		if address == b.Servers[0].Addr() {
-			toB.Add(1)
+		conn, err := net.DialTimeout(network, address, timeout)
+		if address != bAddr || err != nil {
+			return conn, err
 		}
-		return net.DialTimeout(network, address, timeout)
+		toB.Add(1)
+		if forget {
+			return &forgetfulConn{Conn: conn}, nil
+		}
+		return conn, nil
 	}
 	onEvent := func(ev sd.SessionEvent) {
-		if ev.State == sd.StateHasSession && ev.Server == b.Servers[0].Addr() {
+		if ev.State == sd.StateHasSession && ev.Server == bAddr {
 			mu.Lock()
-			onB = append(onB, ev)
+			res.onB = append(res.onB, ev)
 			mu.Unlock()
 		}
 	}
-	cl, err := sd.NewClient(a.Servers[0].Addr()+","+b.Servers[0].Addr(),
+	cl, err := sd.NewClient(a.Servers[0].Addr()+","+bAddr,
 		sd.SessionTimeout(2*time.Second), sd.Dialer(dial), sd.OnSessionEvent(onEvent))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
-	in, err := sd.NewInstancer(cl, "stale")
+	res.cl = cl
+	in, err := sd.NewInstancer(cl, "stale", opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,46 +188,64 @@ func TestStaleServerIsRefusedAndTheDeletedInstanceNeverReturns(t *testing.T) {
 	createNode(t, w, instance("stale", 7303))
 	log.waitFor(t, "127.0.0.1:7302", "127.0.0.1:7303")
 	_, deletedAt := log.since(0) // every event from here on is after the deletion
+	republished := func() (kitsd.Event, bool) {
+		evs, _ := log.since(deletedAt)
+		i := slices.IndexFunc(evs, func(ev kitsd.Event) bool { return slices.Contains(ev.Instances, "127.0.0.1:7301") })
+		if i < 0 {
+			return kitsd.Event{}, false
+		}
+		return evs[i], true
+	}
 
 	if err := b.StartAll(); err != nil {
 		t.Fatal(err)
 	}
-	stats := cl.WatchSessionStats()
+	res.before = cl.WatchSessionStats()
 	if err := a.Servers[0].Stop(); err != nil {
 		t.Fatal(err)
 	}
-	// The consumer's sessions go to B, again and again: each try is
-	// refused, and none may bring the deleted instance back.
+	// The consumer's sessions go to B, again and again; none may bring
+	// the deleted instance back.
 	from := toB.Load()
-	republished := func() bool {
-		evs, _ := log.since(deletedAt)
-		return slices.ContainsFunc(evs, func(ev kitsd.Event) bool { return slices.Contains(ev.Instances, "127.0.0.1:7301") })
+	testutil.WaitFor(t, "four tries of the server behind", func() bool {
+		_, again := republished()
+		return toB.Load() >= from+4 || again
+	})
+	if ev, again := republished(); again {
+		t.Fatalf("the deleted instance was published again from the server behind the deletion (%d dials to it): %v (err %v)", toB.Load()-from, ev.Instances, ev.Err)
 	}
-	testutil.WaitFor(t, "four tries of B", func() bool { return toB.Load() >= from+4 || republished() })
-	if republished() {
-		t.Fatalf("the deleted instance was published again from the server behind the deletion (%d dials to it)", toB.Load()-from)
-	}
-	if id, server := sd.WatchSessionID(cl); server == b.Servers[0].Addr() {
-		t.Errorf("the watch session %#x is on the server behind it, %s", id, server)
-	}
-	if got := cl.WatchSessionStats(); got != stats {
-		t.Errorf("watch sessions while only the server behind was up: %+v, before %+v; want none made or resumed", got, stats)
-	}
-	mu.Lock()
-	if len(onB) > 0 {
-		t.Errorf("the Client's own session came up on the server behind: %+v", onB)
-	}
-	mu.Unlock()
+	res.during = cl.WatchSessionStats()
 
 	if err := a.Restart(a.Servers[0]); err != nil {
 		t.Fatal(err)
 	}
 	log.waitFor(t, "127.0.0.1:7302", "127.0.0.1:7303")
-	after, _ := log.since(deletedAt)
-	for _, ev := range after {
-		if slices.Contains(ev.Instances, "127.0.0.1:7301") {
-			t.Fatalf("the deleted instance was published again: %v (err %v), in %d events after the deletion", ev.Instances, ev.Err, len(after))
+	if ev, again := republished(); again {
+		t.Fatalf("the deleted instance was published again: %v (err %v)", ev.Instances, ev.Err)
+	}
+	evs, _ := log.since(deletedAt)
+	t.Logf("%d events after the deletion, %d dials to the server behind, watch sessions %+v then %+v", len(evs), toB.Load(), res.before, res.during)
+	mu.Lock()
+	defer mu.Unlock()
+	res.onB = slices.Clone(res.onB)
+	return res
+}
+
+// forgetfulConn zeroes lastZxidSeen in the handshake, the connection's
+// first write (length 4, protocolVersion 4, lastZxidSeen 8, ...), as a
+// client that does not send it would.
+type forgetfulConn struct {
+	net.Conn
+	written bool
+}
+
+func (c *forgetfulConn) Write(p []byte) (int, error) {
+	if !c.written {
+		c.written = true
+		if len(p) >= 16 {
+			p = slices.Clone(p)
+			clear(p[8:16])
 		}
 	}
-	t.Logf("%d events after the deletion, %d dials to the server behind", len(after), toB.Load())
+	return c.Conn.Write(p)
 }
