@@ -391,7 +391,7 @@ func (c *Client) connectWhenWanted() {
 	conn, events, err := zk.Connect(c.servers, c.opts.sessionTimeout,
 		zk.WithLogger(zkLogger{c.logger}),
 		zk.WithLogInfo(false),
-		zk.WithDialer(zk.Dialer(bufferedDialer(c.tracked(dialer)))),
+		zk.WithDialer(zk.Dialer(bufferedDialer(c.zxidDialer(c.tracked(dialer))))), // zxidconn.go
 		zk.WithHostProvider(c.hp),
 		zk.WithEventCallback(func(ev zk.Event) {
 			if ev.Type != zk.EventSession {

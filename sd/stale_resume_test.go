@@ -249,3 +249,90 @@ func (c *forgetfulConn) Write(p []byte) (int, error) {
 	}
 	return c.Conn.Write(p)
 }
+
+// A new session after an expiry sends the last zxid the Client saw too:
+// go-zookeeper forgets its own when its session expires, so its next
+// handshake, on a server behind the deletion, would be accepted and the
+// per-node Instancer would load the deleted instance back from it.
+func TestANewSessionAfterExpiryIsRefusedByAServerBehind(t *testing.T) {
+	t.Parallel()
+	a := zktest.New(t)
+	w := testutil.ZKConn(t, a.Addrs())
+	for _, p := range []string{"/services", "/services/stale"} {
+		if _, err := w.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	createNode(t, w, instance("stale", 7311))
+	createNode(t, w, instance("stale", 7312))
+	b := a.CopyOf(t, a.Servers[0])
+	bAddr := b.Servers[0].Addr()
+	for i := range 10 {
+		if _, err := w.Create(fmt.Sprintf("/filler-%d", i), nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := zktest.NewSessionRecorder()
+	var mu sync.Mutex
+	var onB []sd.SessionEvent
+	cl, err := sd.NewClient(a.Servers[0].Addr()+","+bAddr, sd.SessionTimeout(2*time.Second), sd.Dialer(rec.Dial),
+		sd.OnSessionEvent(func(ev sd.SessionEvent) {
+			if ev.State == sd.StateHasSession && ev.Server == bAddr {
+				mu.Lock()
+				onB = append(onB, ev)
+				mu.Unlock()
+			}
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	in, err := sd.NewInstancer(cl, "stale", sd.WithWatchMode(sd.WatchPerNode))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := collect(t, in)
+	log.waitFor(t, "127.0.0.1:7311", "127.0.0.1:7312")
+	if err := w.Delete("/services/stale/stale-7311", -1); err != nil {
+		t.Fatal(err)
+	}
+	createNode(t, w, instance("stale", 7313))
+	log.waitFor(t, "127.0.0.1:7312", "127.0.0.1:7313")
+	_, deletedAt := log.since(0)
+
+	if err := b.StartAll(); err != nil {
+		t.Fatal(err)
+	}
+	old := cl.SessionID()
+	if err := rec.Expire(a.Servers[0].Addr(), old); err != nil {
+		t.Fatal(err)
+	}
+	republished := func() (kitsd.Event, bool) {
+		evs, _ := log.since(deletedAt)
+		i := slices.IndexFunc(evs, func(ev kitsd.Event) bool { return slices.Contains(ev.Instances, "127.0.0.1:7311") })
+		if i < 0 {
+			return kitsd.Event{}, false
+		}
+		return evs[i], true
+	}
+	testutil.WaitFor(t, "a new own session", func() bool {
+		_, again := republished()
+		return again || (cl.SessionID() != old && cl.State() == sd.StateHasSession)
+	})
+	// The new session's load, then a write it must see.
+	createNode(t, w, instance("stale", 7314))
+	testutil.WaitFor(t, "the set after the expiry", func() bool {
+		_, again := republished()
+		evs, _ := log.since(0)
+		last := evs[len(evs)-1]
+		return again || (last.Err == nil && slices.Equal(last.Instances, []string{"127.0.0.1:7312", "127.0.0.1:7313", "127.0.0.1:7314"}))
+	})
+	if ev, again := republished(); again {
+		t.Fatalf("the deleted instance was published again after the expiry: %v (err %v)", ev.Instances, ev.Err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(onB) > 0 {
+		t.Fatalf("the Client's new session came up on the server behind: %+v", onB)
+	}
+}

@@ -130,6 +130,11 @@ type Config struct {
 	OnEvent func(seq uint64, ev WatcherEvent)
 }
 
+// SendZxid is the lastZxidSeen a handshake sends for a client that has
+// seen zxid seen, for handshakes that Dial does not write (sd raises
+// go-zookeeper's with it).
+func SendZxid(seen int64) int64 { return zxidToSend(seen) }
+
 // ErrClosed is a call on a Conn that failed or was closed.
 var ErrClosed = errors.New("zkwire: connection closed")
 

@@ -1,0 +1,111 @@
+package sd
+
+import (
+	"encoding/binary"
+	"net"
+	"time"
+
+	"github.com/gracekit/gracekit/internal/zkwire"
+)
+
+// zxidDialer wraps the dialer of the Client's own (go-zookeeper) session
+// in zxidConns.
+func (c *Client) zxidDialer(d DialFunc) DialFunc {
+	return func(network, address string, timeout time.Duration) (net.Conn, error) {
+		conn, err := d(network, address, timeout)
+		if err != nil {
+			return nil, err
+		}
+		return &zxidConn{Conn: conn, c: c}, nil
+	}
+}
+
+// zxidConn is a connection of the Client's own session: it notes the
+// zxid of every reply go-zookeeper reads (Client.sawZxid), and raises the
+// lastZxidSeen of its handshake, the connection's first write, to the
+// highest zxid the Client saw. go-zookeeper sends its own last zxid, but
+// sets it to 0 when its session expires, so its first handshake after an
+// expiry would be taken by a server behind what the Client already read.
+// Why here: go-zookeeper v1.0.4 has no option for it, and its dialer is
+// the one place between it and the wire.
+//
+// go-zookeeper writes from one goroutine at a time and reads from one.
+type zxidConn struct {
+	net.Conn
+	c       *Client
+	written bool
+
+	// The reply stream, as read so far.
+	hdr     [16]byte // the frame's length, xid and zxid
+	have    int      // bytes of hdr read
+	skip    int      // bytes of the frame's rest still to come
+	replies bool     // the ConnectResponse (no xid) was read
+	lost    bool     // a length made no sense: note nothing more
+}
+
+func (z *zxidConn) Write(p []byte) (int, error) {
+	if !z.written {
+		z.written = true
+		// length 4, protocolVersion 4, lastZxidSeen 8, ...
+		if len(p) >= 16 && int(binary.BigEndian.Uint32(p)) == len(p)-4 {
+			own := int64(binary.BigEndian.Uint64(p[8:16]))
+			if seen := zkwire.SendZxid(z.c.zxid.Load()); seen > own {
+				q := make([]byte, len(p))
+				copy(q, p)
+				binary.BigEndian.PutUint64(q[8:16], uint64(seen))
+				if _, err := z.Conn.Write(q); err != nil {
+					return 0, err
+				}
+				return len(p), nil
+			}
+		}
+	}
+	return z.Conn.Write(p)
+}
+
+func (z *zxidConn) Read(p []byte) (int, error) {
+	n, err := z.Conn.Read(p)
+	if !z.lost {
+		z.scan(p[:n])
+	}
+	return n, err
+}
+
+// scan follows the frames in b, noting each reply header's zxid (pings'
+// and auth replies' aside, as zkwire.Conn counts them).
+func (z *zxidConn) scan(b []byte) {
+	for len(b) > 0 {
+		if z.skip > 0 {
+			k := min(z.skip, len(b))
+			z.skip, b = z.skip-k, b[k:]
+			continue
+		}
+		if z.have < 4 {
+			k := copy(z.hdr[z.have:4], b)
+			z.have, b = z.have+k, b[k:]
+			if z.have < 4 {
+				continue
+			}
+			// Every frame has 16 bytes at least: a reply's header, or
+			// the ConnectResponse's 36.
+			if size := binary.BigEndian.Uint32(z.hdr[:4]); size < 16 || size > zkwire.MaxFrame {
+				z.lost = true
+				return
+			}
+		}
+		k := copy(z.hdr[z.have:], b)
+		z.have, b = z.have+k, b[k:]
+		if z.have < len(z.hdr) {
+			continue
+		}
+		if z.replies {
+			xid := int32(binary.BigEndian.Uint32(z.hdr[4:8]))
+			if xid != zkwire.XidPing && xid != zkwire.XidAuth {
+				z.c.sawZxid(int64(binary.BigEndian.Uint64(z.hdr[8:16])))
+			}
+		}
+		z.replies = true
+		z.skip = int(binary.BigEndian.Uint32(z.hdr[:4])) - 12
+		z.have = 0
+	}
+}
