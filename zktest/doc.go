@@ -10,5 +10,7 @@
 //
 // Fault controls: Stop, Kill and Restart a member, StopAll and StartAll, find
 // the Leader, expire a client's session on purpose through a
-// SessionRecorder, and cut one client off the ensemble with a Partition.
+// SessionRecorder, cut one client off the ensemble with a Partition, and
+// start a server behind the others from a copy of a member's data
+// (Cluster.CopyOf).
 package zktest
