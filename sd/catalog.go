@@ -179,6 +179,7 @@ func (k *Catalog) runRecursive() (refused bool) {
 	bo.InitialInterval, bo.MaxInterval = 50*time.Millisecond, 5*time.Second
 	retry := time.NewTimer(time.Hour)
 	defer retry.Stop()
+	var readZxid int64 // what the set was read at, at least (as Instancer.behind)
 	for {
 		select {
 		case <-k.ctx.Done():
@@ -194,7 +195,13 @@ func (k *Catalog) runRecursive() (refused bool) {
 			continue
 		}
 		if w.full {
-			names, err := listOver(k.ctx, w.conn, w.list, k.base)
+			names, zxid, err := listOver(k.ctx, w.conn, w.list, k.base)
+			if err == nil && zxid > 0 && zxid < readZxid && !mutantNoZxid {
+				k.o.logger.Warn("a server answered from behind the services already published; not publishing them, trying another server",
+					"server", w.conn.Addr(), "zxid", fmt.Sprintf("%#x", zxid), "published_zxid", fmt.Sprintf("%#x", readZxid))
+				w.conn.Drop() // the watch session resumes on the next server
+				continue
+			}
 			if err != nil {
 				if w.conn.Err() == nil && k.ctx.Err() == nil {
 					k.o.logger.Warn("listing the services failed; retrying", "path", k.base, "err", err)
@@ -209,6 +216,7 @@ func (k *Catalog) runRecursive() (refused bool) {
 				set[n] = true
 			}
 			k.set(set)
+			readZxid = max(readZxid, w.conn.LastZxid())
 			continue
 		}
 		k.mu.Lock()
@@ -222,23 +230,26 @@ func (k *Catalog) runRecursive() (refused bool) {
 			}
 		}
 		k.set(set)
+		readZxid = max(readZxid, w.conn.LastZxid())
 	}
 }
 
 // listOver lists the children of p over conn, or waits for list when
-// it was sent already; a missing p has none.
-func listOver(ctx context.Context, conn *zkwire.Conn, list *zkwire.Call, p string) ([]string, error) {
+// it was sent already; a missing p has none. zxid is the server's when
+// it answered.
+func listOver(ctx context.Context, conn *zkwire.Conn, list *zkwire.Call, p string) (names []string, zxid int64, err error) {
 	if list == nil {
 		list = conn.Send(zkwire.OpGetChildren, zkwire.GetChildrenBody(p))
 	}
 	r, err := list.Wait(ctx)
 	if errors.Is(err, zk.ErrNoNode) {
-		return nil, nil
+		return nil, r.Header.Zxid, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("sd: list %s: %w", p, err)
+		return nil, 0, fmt.Errorf("sd: list %s: %w", p, err)
 	}
-	return zkwire.ParseChildren(r.Body)
+	names, err = zkwire.ParseChildren(r.Body)
+	return names, r.Header.Zxid, err
 }
 
 // runPerNode follows the services with a children watch on the base path

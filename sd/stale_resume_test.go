@@ -336,3 +336,110 @@ func TestANewSessionAfterExpiryIsRefusedByAServerBehind(t *testing.T) {
 		t.Fatalf("the Client's new session came up on the server behind: %+v", onB)
 	}
 }
+
+// The Catalog's fence: with its handshakes to the server behind stripped
+// of their zxid (accepted), the Catalog never lists again a service that
+// was deleted before, and follows the ensemble once it is back.
+func TestACatalogNeverListsAgainAServiceDeletedBeforeAStaleReRead(t *testing.T) {
+	t.Parallel()
+	a := zktest.New(t)
+	w := testutil.ZKConn(t, a.Addrs())
+	for _, p := range []string{"/services", "/services/keep", "/services/old"} {
+		if _, err := w.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := a.CopyOf(t, a.Servers[0])
+	bAddr := b.Servers[0].Addr()
+	for i := range 10 {
+		if _, err := w.Create(fmt.Sprintf("/filler-%d", i), nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var toB atomic.Int32
+	dial := func(network, address string, timeout time.Duration) (net.Conn, error) {
+		conn, err := net.DialTimeout(network, address, timeout)
+		if address != bAddr || err != nil {
+			return conn, err
+		}
+		toB.Add(1)
+		return &forgetfulConn{Conn: conn}, nil
+	}
+	cl, err := sd.NewClient(a.Servers[0].Addr()+","+bAddr, sd.SessionTimeout(2*time.Second), sd.Dialer(dial))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	k, err := sd.NewCatalog(cl, sd.WithWatchMode(sd.WatchRecursive))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var lists [][]string
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			names, changed := k.Services()
+			mu.Lock()
+			lists = append(lists, names)
+			mu.Unlock()
+			select {
+			case <-changed:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stop); <-done; k.Stop() })
+	listed := func(want ...string) func() bool {
+		return func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(lists) > 0 && slices.Equal(lists[len(lists)-1], want)
+		}
+	}
+	testutil.WaitFor(t, "keep and old", listed("keep", "old"))
+	if err := w.Delete("/services/old", -1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Create("/services/new", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "keep and new", listed("keep", "new"))
+	mu.Lock()
+	deletedAt := len(lists)
+	mu.Unlock()
+	oldAgain := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, l := range lists[deletedAt:] {
+			if slices.Contains(l, "old") {
+				return l
+			}
+		}
+		return nil
+	}
+
+	if err := b.StartAll(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Servers[0].Stop(); err != nil {
+		t.Fatal(err)
+	}
+	from := toB.Load()
+	testutil.WaitFor(t, "four tries of the server behind", func() bool { return toB.Load() >= from+4 || oldAgain() != nil })
+	if l := oldAgain(); l != nil {
+		t.Fatalf("the Catalog listed the deleted service again from the server behind: %v", l)
+	}
+	if err := a.Restart(a.Servers[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Create("/services/newer", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "keep, new and newer", listed("keep", "new", "newer"))
+	if l := oldAgain(); l != nil {
+		t.Fatalf("the Catalog listed the deleted service again: %v", l)
+	}
+}
