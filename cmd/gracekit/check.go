@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"path"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/gracekit/gracekit/sd"
 )
 
 // Kinds of finding check reports.
@@ -23,9 +26,10 @@ const (
 	kindDuplicate    = "duplicate-address" // one address:port under two ids of a service
 	kindOpenACL      = "open-acl"          // a parent that lets anyone create, delete, write or change its ACL
 	kindChildrenSize = "children-size"     // a service's children list nears jute.maxbuffer
+	kindOrphanTwin   = "orphan-twin"       // a go-kit twin whose Curator node is gone
 )
 
-var findingKinds = []string{kindMalformed, kindUnreadable, kindNotEphemeral, kindDuplicate, kindOpenACL, kindChildrenSize}
+var findingKinds = []string{kindMalformed, kindUnreadable, kindNotEphemeral, kindDuplicate, kindOpenACL, kindChildrenSize, kindOrphanTwin}
 
 // DefaultMaxBuffer is ZooKeeper's default jute.maxbuffer (0xfffff): a Java
 // client refuses a reply larger than this, so a service whose children
@@ -64,6 +68,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.IntVar(&lim.maxBuffer, "max-buffer", DefaultMaxBuffer, "the clients' jute.maxbuffer in bytes")
 	fs.Float64Var(&lim.ratio, "buffer-ratio", 0.75, "report a children list larger than this share of -max-buffer")
 	ignore := fs.String("ignore", "", "comma-separated finding kinds not to report: "+strings.Join(findingKinds, ", "))
+	curatorBase := fs.String("curator-base", "", "where the Curator nodes of go-kit twins are, when the twins stand apart under a go-kit path (default: -base-path)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: gracekit check [flags] [service]")
 		fs.PrintDefaults()
@@ -110,9 +115,17 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fail(stderr, err)
 	}
 	out := checkOutput{BasePath: cfg.basePath, Time: msTime{time.Now().UTC()}, Services: len(scans), Findings: []finding{}}
+	if *curatorBase != "" && sd.CheckRegistrarOptions(sd.BasePath(*curatorBase)) != nil {
+		return fail(stderr, &usageError{fmt.Sprintf("-curator-base %q: want an absolute ZooKeeper path such as %s", *curatorBase, sd.DefaultBasePath)})
+	}
 	for _, s := range scans {
 		out.Nodes += len(s.nodes)
-		found = append(found, checkService(s, lim)...)
+		found = append(found, checkService(s, reg.codec, lim)...)
+		f, err := orphanTwins(ctx, reg, s, *curatorBase)
+		if err != nil {
+			return fail(stderr, err)
+		}
+		found = append(found, f...)
 	}
 	for _, f := range found {
 		if !skip[f.Kind] {
@@ -134,7 +147,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 }
 
 // checkService lints one service's node and children.
-func checkService(s serviceScan, lim checkLimits) []finding {
+func checkService(s serviceScan, codec sd.Codec, lim checkLimits) []finding {
 	var out []finding
 	add := func(kind, p, id, detail string) {
 		out = append(out, finding{Kind: kind, Path: p, Service: s.name, ID: id, Detail: detail})
@@ -165,7 +178,8 @@ func checkService(s serviceScan, lim checkLimits) []finding {
 				add(kindNotEphemeral, n.path, n.name, fmt.Sprintf("a %s node (ephemeralOwner 0x%x): it stays when its process dies", k, uint64(n.stat.EphemeralOwner)))
 			}
 		}
-		if n.readErr == nil && n.decErr == nil {
+		// A twin shares its instance's address: one instance, two nodes.
+		if n.readErr == nil && n.decErr == nil && nodeKind(codec, n.name, n.inst) != nodeTwin {
 			hp := n.inst.HostPort()
 			byAddr[hp] = append(byAddr[hp], n.name)
 		}
@@ -176,6 +190,35 @@ func checkService(s serviceScan, lim checkLimits) []finding {
 		}
 	}
 	return out
+}
+
+// orphanTwins reports each go-kit twin of s whose Curator node is gone:
+// go-kit consumers still call an instance that gracekit and Curator
+// readers no longer list, and nothing of gracekit's stop reaches them. The
+// Curator node is looked for beside the twin, or under curatorBase.
+func orphanTwins(ctx context.Context, reg *registry, s serviceScan, curatorBase string) ([]finding, error) {
+	var out []finding
+	for _, n := range s.nodes {
+		if n.readErr != nil || n.decErr != nil || nodeKind(reg.codec, n.name, n.inst) != nodeTwin {
+			continue
+		}
+		id := twinOf(n.name)
+		where := path.Join(s.path, id)
+		found := slices.Contains(s.names, id)
+		if curatorBase != "" && curatorBase != reg.base {
+			where = path.Join(curatorBase, s.name, id)
+			ok, _, err := reg.conn.Exists(reg.full(where))
+			if err != nil {
+				return nil, wrap(ctx, "look up", where, err)
+			}
+			found = ok
+		}
+		if !found {
+			out = append(out, finding{Kind: kindOrphanTwin, Path: n.path, Service: s.name, ID: n.name,
+				Detail: fmt.Sprintf("a go-kit twin of %s, and there is no node %s: go-kit consumers call an instance no Curator reader lists (use -curator-base when the Curator nodes are under another base path)", id, where)})
+		}
+	}
+	return out, nil
 }
 
 // aclFindings reports an ACL entry that lets anyone change a parent's

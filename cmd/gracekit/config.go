@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path"
 	"strings"
 	"time"
 
@@ -25,9 +24,17 @@ const (
 // Node layouts, -layout. The library reads no variable for its layout (the
 // codec is an option in code), so neither does the tool.
 const (
-	layoutCurator = "curator"
-	layoutPlain   = "plain"
+	layoutAuto    = "auto"    // Curator JSON and go-kit nodes, each as what it is; the layout detected per service
+	layoutCurator = "curator" // Curator JSON only: anything else is malformed
+	layoutPlain   = "plain"   // data-less host:port nodes
+	layoutGoKit   = "gokit"   // go-kit sd/zk nodes (and gracekit's twins), whose data is the instance string
+	layoutMixed   = "mixed"   // a service migrating from go-kit: both, as sd.MixedCodec reads them
 )
+
+// cliCodec is how the tool reads a mixed service: as sd.MixedCodec, with
+// twins read as what they are for go-kit consumers (in rotation while
+// they exist), since ls and check show nodes, not routes.
+var cliCodec sd.Codec = sd.MixedCodec{RouteTwins: true}
 
 // config is where and how to reach the registry, and how to print.
 type config struct {
@@ -39,6 +46,7 @@ type config struct {
 	basePath       string
 	json           bool
 	codec          sd.Codec // the node layout, -layout
+	layout         string   // -layout's value
 }
 
 // commonFlags are the flags every command takes. A flag left unset takes
@@ -55,7 +63,7 @@ func addCommonFlags(fs *flag.FlagSet) *commonFlags {
 	fs.StringVar(&f.auth, "auth", "", "digest credentials user:password (default $"+envZKAuth+")")
 	fs.DurationVar(&f.timeout, "timeout", 0, fmt.Sprintf("session timeout, also the bound on connecting (default $%s, else %v)", envZKSessionTimeout, sd.DefaultSessionTimeout))
 	fs.StringVar(&f.output, "o", "text", "output format: text or json")
-	fs.StringVar(&f.layout, "layout", layoutCurator, "node layout: curator (Curator x-discovery JSON, Spring's) or plain (data-less /<base>/<service>/<host:port> nodes, sd.PlainCodec)")
+	fs.StringVar(&f.layout, "layout", layoutAuto, "node layout: auto (Curator JSON and go-kit nodes, each read as what it is), curator (Curator x-discovery JSON, Spring's, only), gokit (go-kit sd/zk nodes, sd.GoKitCodec), mixed (both, sd.MixedCodec) or plain (data-less /<base>/<service>/<host:port> nodes, sd.PlainCodec)")
 	return f
 }
 
@@ -79,13 +87,18 @@ func (f *commonFlags) resolve(fs *flag.FlagSet) (config, error) {
 		return c, &usageError{fmt.Sprintf("-o %q: want text or json", f.output)}
 	}
 
+	c.layout = f.layout
 	switch f.layout {
+	case layoutAuto, layoutMixed:
+		c.codec = cliCodec
 	case layoutCurator:
 		c.codec = sd.CuratorCodec{}
 	case layoutPlain:
 		c.codec = sd.PlainCodec{}
+	case layoutGoKit:
+		c.codec = sd.GoKitCodec{}
 	default:
-		return c, &usageError{fmt.Sprintf("-layout %q: want %s or %s", f.layout, layoutCurator, layoutPlain)}
+		return c, &usageError{fmt.Sprintf("-layout %q: want %s, %s, %s, %s or %s", f.layout, layoutAuto, layoutCurator, layoutGoKit, layoutMixed, layoutPlain)}
 	}
 
 	c.connect = pick("zk", f.zk, envZKServers)
@@ -122,7 +135,7 @@ func (f *commonFlags) resolve(fs *flag.FlagSet) (config, error) {
 	if c.basePath == "" {
 		c.basePath = sd.DefaultBasePath
 	}
-	if !strings.HasPrefix(c.basePath, "/") || strings.HasSuffix(c.basePath, "/") || path.Clean(c.basePath) != c.basePath {
+	if sd.CheckRegistrarOptions(sd.BasePath(c.basePath)) != nil { // the library's one path check
 		return c, &usageError{fmt.Sprintf("-base-path / %s %q: want an absolute ZooKeeper path such as %s", envBasePath, c.basePath, sd.DefaultBasePath)}
 	}
 	return c, nil

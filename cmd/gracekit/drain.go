@@ -7,15 +7,24 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"slices"
+	"strings"
 
 	"github.com/go-zookeeper/zk"
 
 	"github.com/gracekit/gracekit/sd"
 )
 
+// exitRefused is drain's status when it refused to leave the service with
+// fewer than -min-up instances UP, or refused a node it cannot drain; the
+// registry is unchanged.
+const exitRefused = 3
+
 // runDrain is gracekit drain and gracekit undrain: a version-checked
-// setData of the instance's node with sd.Drain's marker (or without it).
-// It never creates or deletes a node; the node's ACL decides who may.
+// setData of the instance's node with sd.Drain's marker (or without it),
+// which changes only the metadata keys the drain owns. It never creates a
+// node, and deletes one only when told to (-delete, for a go-kit node,
+// which has no status); the node's ACL decides who may.
 func runDrain(undrain bool) func(context.Context, []string, io.Writer, io.Writer) int {
 	name := "drain"
 	if undrain {
@@ -25,16 +34,26 @@ func runDrain(undrain bool) func(context.Context, []string, io.Writer, io.Writer
 		fs := flag.NewFlagSet(name, flag.ContinueOnError)
 		fs.SetOutput(stderr)
 		common := addCommonFlags(fs)
+		var minUp int
+		var force, del bool
+		if !undrain {
+			fs.IntVar(&minUp, "min-up", 1, "refuse when the drain would leave fewer instances of the service UP than this")
+			fs.BoolVar(&force, "force", false, "drain even below -min-up")
+			fs.BoolVar(&del, "delete", false, "drain a go-kit node (which has no status) by deleting it: it comes back only when its provider registers again")
+		}
 		fs.Usage = func() {
-			fmt.Fprintf(stderr, "usage: gracekit %s [flags] <service> <id>\n", name)
+			fmt.Fprintf(stderr, "usage: gracekit %s [flags] <service> <id>\n\n%s\n", name, drainHelp)
 			fs.PrintDefaults()
 		}
 		pos, cfg, err := parseCommand(fs, common, args, 2, 2)
 		if err != nil {
 			return fail(stderr, err)
 		}
-		if _, ok := cfg.codec.(sd.CuratorCodec); !ok {
-			return fail(stderr, &usageError{name + ": plain nodes carry no data to mark: a drain needs -layout curator"})
+		if minUp < 0 {
+			return fail(stderr, &usageError{fmt.Sprintf("-min-up %d: want 0 or more", minUp)})
+		}
+		if _, ok := cfg.codec.(sd.PlainCodec); ok {
+			return fail(stderr, &usageError{name + ": plain host:port nodes store no status: out of rotation there is the node's absence, which the instance's own Registrar decides (SetStatus OUT_OF_SERVICE deletes it); stop the instance instead"})
 		}
 		reg, ctx, err := dial(ctx, cfg, true)
 		if err != nil {
@@ -50,6 +69,10 @@ func runDrain(undrain bool) func(context.Context, []string, io.Writer, io.Writer
 		if undrain {
 			rewrite = sd.Undrain
 		}
+		codec := cfg.codec
+		if _, ok := codec.(sd.GoKitCodec); ok {
+			codec = cliCodec // go-kit nodes are told apart from JSON ones below
+		}
 		for attempt := 0; ; attempt++ {
 			data, stat, err := reg.conn.Get(reg.full(p))
 			switch {
@@ -60,8 +83,37 @@ func runDrain(undrain bool) func(context.Context, []string, io.Writer, io.Writer
 			case err != nil:
 				return fail(stderr, wrap(ctx, "read", p, err))
 			}
-			out, err := rewrite(reg.codec, service, id, data)
-			if err != nil {
+			inst, decErr := codec.Decode(service, id, data)
+			kind := ""
+			if decErr == nil {
+				kind = nodeKind(codec, id, inst)
+			}
+			if _, ok := cfg.codec.(sd.GoKitCodec); ok && kind == nodeCurator {
+				return refuse(stderr, fmt.Sprintf("gracekit: %s: %s is no go-kit node (read with -layout %s): give -layout auto or curator", name, p, layoutGoKit))
+			}
+			if !undrain && decErr == nil && kind != nodeTwin && inst.Metadata[sd.MetadataDrainedBy] == "" && !force {
+				up, err := upAfterDrain(ctx, reg, service, id)
+				if err != nil {
+					return fail(stderr, err)
+				}
+				if up < minUp {
+					now := up
+					if inst.Status() == sd.StatusUp {
+						now++
+					}
+					return refuse(stderr, fmt.Sprintf("gracekit: drain refused: %s has %d instances UP now; draining %s would leave %d, fewer than -min-up %d (give -force to drain anyway); nothing was changed",
+						service, now, id, up, minUp))
+				}
+			}
+			if kind == nodeGoKit || kind == nodeTwin {
+				return drainGoKit(ctx, reg, name, p, id, inst, stat, del, stdout, stderr)
+			}
+			out, err := rewrite(sd.CuratorCodec{}, service, id, data)
+			var fe *sd.ForeignPayloadError
+			switch {
+			case errors.As(err, &fe):
+				return refuse(stderr, "gracekit: "+err.Error())
+			case err != nil:
 				return fail(stderr, fmt.Errorf("gracekit: %s %s: %w", name, p, err))
 			}
 			_, err = reg.conn.Set(reg.full(p), out, stat.Version)
@@ -76,11 +128,89 @@ func runDrain(undrain bool) func(context.Context, []string, io.Writer, io.Writer
 				return fail(stderr, wrap(ctx, "write", p, err))
 			}
 			if undrain {
-				fmt.Fprintf(stdout, "undrained %s: its Registrar puts it back in rotation (a node that no gracekit Registrar keeps stays OUT_OF_SERVICE)\n", p)
+				fmt.Fprintf(stdout, "undrained %s: its status before the drain is back (%s); its Registrar, if any, then writes the one its owner wants, and a gracekit provider's go-kit twin returns with it\n", p, statusAfter(out, service, id))
 			} else {
-				fmt.Fprintf(stdout, "drained %s: OUT_OF_SERVICE, drained_by=%s; its provider flushes the gateways and keeps it out until gracekit undrain\n", p, sd.DrainedByOperator)
+				fmt.Fprintf(stdout, "drained %s: OUT_OF_SERVICE, drained_by=%s; its provider flushes the gateways, removes its go-kit twin if it has one, and keeps it out until gracekit undrain\n", p, sd.DrainedByOperator)
 			}
 			return exitOK
 		}
 	}
+}
+
+const drainHelp = `What a drain reaches depends on the node's layout:
+  Curator JSON (gracekit, Curator, Spring): the node gets instance_status
+    OUT_OF_SERVICE, drained_by=operator and the status it had (drained_status);
+    gracekit, Curator and Spring readers drop it; a gracekit provider flushes its
+    gateways and deletes its go-kit twin, so go-kit consumers drop it too. Undrain
+    restores the recorded status. Nothing else in the node changes.
+  go-kit node (go-kit's own Registrar): no status to write. drain -delete deletes
+    the node; it comes back only when its provider registers again (restart it).
+  gracekit's go-kit twin (gokit~<id>): drain the instance's Curator node <id>;
+    the twin follows it.
+  plain host:port nodes: no status; stop the instance instead.
+A drain refuses to leave fewer than -min-up instances UP (-force overrides).`
+
+// refuse prints why drain changed nothing and returns exitRefused.
+func refuse(stderr io.Writer, msg string) int {
+	fmt.Fprintln(stderr, msg)
+	return exitRefused
+}
+
+func statusAfter(data []byte, service, id string) sd.Status {
+	inst, err := sd.CuratorCodec{}.Decode(service, id, data)
+	if err != nil {
+		return ""
+	}
+	return inst.Status()
+}
+
+// upAfterDrain counts the instances of service UP besides id: Curator
+// nodes UP and not drained, and go-kit nodes; a twin counts only when its
+// Curator node is not in the service (one instance, two nodes).
+func upAfterDrain(ctx context.Context, reg *registry, service, id string) (int, error) {
+	s, err := reg.scanService(ctx, service, false)
+	if err != nil {
+		return 0, err
+	}
+	up := 0
+	for _, n := range s.nodes {
+		if n.name == id || n.readErr != nil || n.decErr != nil {
+			continue
+		}
+		kind := nodeKind(reg.codec, n.name, n.inst)
+		if kind == nodeTwin && (twinOf(n.name) == id || slices.Contains(s.names, twinOf(n.name))) {
+			continue
+		}
+		if n.inst.Status() == sd.StatusUp && n.inst.Metadata[sd.MetadataDrainedBy] == "" {
+			up++
+		}
+	}
+	return up, nil
+}
+
+// drainGoKit drains a node that has no status: a go-kit twin is refused
+// (its Curator node is what to drain), a go-kit node is deleted only with
+// -delete, and undrain says how such a node comes back.
+func drainGoKit(ctx context.Context, reg *registry, name, p, id string, inst sd.Instance, stat *zk.Stat, del bool, stdout, stderr io.Writer) int {
+	if strings.HasPrefix(id, sd.GoKitTwinPrefix) || inst.Metadata[sd.MetadataTwinOf] != "" {
+		return refuse(stderr, fmt.Sprintf("gracekit: %s %s: a go-kit twin has no status; it follows its instance: %s the Curator node %s (under the provider's base path) and the twin goes and comes back with it",
+			name, p, name, twinOf(id)))
+	}
+	if name == "undrain" {
+		return refuse(stderr, fmt.Sprintf("gracekit: undrain %s: a go-kit node has no status to restore; a drained (deleted) go-kit node comes back when its provider registers again: restart it", p))
+	}
+	if !del {
+		return refuse(stderr, fmt.Sprintf("gracekit: drain %s: a go-kit node has no status, so draining it means deleting it, and go-kit's Registrar does not create it again until its provider restarts; give -delete to do that", p))
+	}
+	err := reg.conn.Delete(reg.full(p), stat.Version)
+	switch {
+	case errors.Is(err, zk.ErrNoAuth):
+		return fail(stderr, fmt.Errorf("gracekit: drain: may not delete %s (its parent's ACL): give -auth / %s the registry's credentials", p, envZKAuth))
+	case errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNoNode):
+		return fail(stderr, &usageError{fmt.Sprintf("drain: %s changed or went meanwhile; nothing deleted: look again with gracekit ls", p)})
+	case err != nil:
+		return fail(stderr, wrap(ctx, "delete", p, err))
+	}
+	fmt.Fprintf(stdout, "drained %s by deleting it (a go-kit node has no status): go-kit and gracekit consumers drop it; it comes back only when its provider registers again (restart it)\n", p)
+	return exitOK
 }

@@ -26,7 +26,7 @@ func TestDrainAndUndrainAnInstance(t *testing.T) {
 	w := startWatch(t, on(c, base, "quote", "-o", "json")...)
 	w.wait(t, "watching", is(evWatching, ""))
 
-	if code, out, stderr := gk(t, on(c, base, "drain", "quote", "q1")...); code != exitOK || !strings.Contains(out, "drained "+path) {
+	if code, out, stderr := gk(t, on(c, base, "drain", "quote", "q1", "-force")...); code != exitOK || !strings.Contains(out, "drained "+path) {
 		t.Fatalf("drain: exit %d, %q %q", code, out, stderr)
 	}
 	testutil.WaitFor(t, "the Registrar saw the drain", func() bool { return r.DrainedBy() == sd.DrainedByOperator })
@@ -68,13 +68,13 @@ func TestDrainRefusesAnUnknownIDAndTheUnauthorized(t *testing.T) {
 	if code, _, stderr := gk(t, on(c, base, "drain", "quote", "nobody", "-auth", "admin:secret")...); code != exitUsage || !strings.Contains(stderr, `no instance "nobody"`) {
 		t.Fatalf("drain of an unknown id: exit %d, %q", code, stderr)
 	}
-	if code, _, stderr := gk(t, on(c, base, "drain", "quote", "q1")...); code != exitUsage || !strings.Contains(stderr, "may not write") {
+	if code, _, stderr := gk(t, on(c, base, "drain", "quote", "q1", "-force")...); code != exitUsage || !strings.Contains(stderr, "may not write") {
 		t.Fatalf("drain without the credentials: exit %d, %q", code, stderr)
 	}
 	if in := lsJSON(t, on(c, base, "ls", "quote")...).Services[0].Instances[0]; in.Status != string(sd.StatusUp) || in.DrainedBy != "" {
 		t.Fatalf("a refused drain changed the node: %+v", in)
 	}
-	if code, _, stderr := gk(t, on(c, base, "drain", "quote", "q1", "-auth", "admin:secret")...); code != exitOK {
+	if code, _, stderr := gk(t, on(c, base, "drain", "quote", "q1", "-force", "-auth", "admin:secret")...); code != exitOK {
 		t.Fatalf("drain with the credentials: exit %d, %q", code, stderr)
 	}
 	testutil.WaitFor(t, "drained", func() bool { return r.DrainedBy() == sd.DrainedByOperator })

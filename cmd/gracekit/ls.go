@@ -30,10 +30,13 @@ type lsOutput struct {
 }
 
 type lsService struct {
-	Name      string       `json:"name"`
-	Path      string       `json:"path"`
-	Exists    bool         `json:"exists"`
-	Error     string       `json:"error,omitempty"` // the children could not be listed
+	Name   string `json:"name"`
+	Path   string `json:"path"`
+	Exists bool   `json:"exists"`
+	Error  string `json:"error,omitempty"` // the children could not be listed
+	// Layout is what the readable nodes are: curator, gokit, mixed
+	// (a migration from go-kit's sd/zk) or plain; empty when none is.
+	Layout    string       `json:"layout,omitempty"`
 	Instances []lsInstance `json:"instances"`
 }
 
@@ -75,6 +78,12 @@ type lsInstance struct {
 	Creator  bool              `json:"creator"`
 	Metadata map[string]string `json:"metadata,omitempty"`
 	Error    string            `json:"error,omitempty"`
+	// Kind is what the node is: curator, gokit (go-kit's sd/zk Registrar
+	// wrote it), twin (a gracekit provider's node for go-kit consumers,
+	// fxmodule.GoKitRegistration; TwinOf names its Curator node) or plain;
+	// empty for a node that could not be read.
+	Kind   string `json:"kind,omitempty"`
+	TwinOf string `json:"twin_of,omitempty"`
 }
 
 func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -104,7 +113,7 @@ func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, err)
 	}
-	out := lsResult(cfg.basePath, scans, time.Now())
+	out := lsResult(cfg.basePath, cfg.codec, scans, time.Now())
 	if *status != "" {
 		for i := range out.Services {
 			s := &out.Services[i]
@@ -122,15 +131,22 @@ func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-func lsResult(base string, scans []serviceScan, now time.Time) lsOutput {
+func lsResult(base string, codec sd.Codec, scans []serviceScan, now time.Time) lsOutput {
 	out := lsOutput{BasePath: base, Time: msTime{now.UTC()}, Services: []lsService{}}
 	for _, s := range scans {
 		svc := lsService{Name: s.name, Path: s.path, Exists: s.exists, Instances: []lsInstance{}}
 		if s.listErr != nil {
 			svc.Error = s.listErr.Error()
 		}
+		svc.Layout = serviceLayout(s.nodes, codec)
 		for _, n := range s.nodes {
-			svc.Instances = append(svc.Instances, lsNode(n, now))
+			li := lsNode(n, now)
+			if n.readErr == nil && n.decErr == nil {
+				if li.Kind = nodeKind(codec, n.name, n.inst); li.Kind == nodeTwin {
+					li.TwinOf = twinOf(n.name)
+				}
+			}
+			svc.Instances = append(svc.Instances, li)
 		}
 		out.Services = append(out.Services, svc)
 	}
@@ -177,15 +193,17 @@ func lsNode(n nodeScan, now time.Time) lsInstance {
 
 func writeLsText(w io.Writer, out lsOutput) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SERVICE\tID\tADDRESS\tPORT\tSSLPORT\tSTATUS\tREGISTERED\tAGE\tOWNER\tCREATOR")
+	// New columns go last: scripts read these by position (-o json is
+	// the stable form).
+	fmt.Fprintln(tw, "SERVICE\tID\tADDRESS\tPORT\tSSLPORT\tSTATUS\tREGISTERED\tAGE\tOWNER\tCREATOR\tKIND")
 	for _, s := range out.Services {
 		switch {
 		case s.Error != "":
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t%s\t-\t-\t-\t-\t(%s)\n", s.Name, statusUnreadable, s.Error)
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t%s\t-\t-\t-\t-\t-\t(%s)\n", s.Name, statusUnreadable, s.Error)
 		case !s.Exists:
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t(no node %s)\n", s.Name, s.Path)
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t(no node %s)\n", s.Name, s.Path)
 		case len(s.Instances) == 0:
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t(no instances)\n", s.Name)
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t(no instances)\n", s.Name)
 		}
 		for _, i := range s.Instances {
 			addr, port, ssl, reg, age, owner, creator := "-", "-", "-", "-", "-", "-", "-"
@@ -217,7 +235,14 @@ func writeLsText(w io.Writer, out lsOutput) error {
 			if i.OutBy != "" {
 				status += " (by " + i.OutBy + ")"
 			}
-			line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", s.Name, i.ID, addr, port, ssl, status, reg, age, owner, creator)
+			kind := "-"
+			switch {
+			case i.TwinOf != "":
+				kind = i.Kind + " of " + i.TwinOf
+			case i.Kind != "":
+				kind = i.Kind
+			}
+			line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", s.Name, i.ID, addr, port, ssl, status, reg, age, owner, creator, kind)
 			if i.Error != "" {
 				line += "\t(" + i.Error + ")"
 			}

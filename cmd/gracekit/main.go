@@ -10,7 +10,7 @@
 // It reads the library's GRACEKIT_ZK_SERVERS, GRACEKIT_ZK_SESSION_TIMEOUT,
 // GRACEKIT_ZK_AUTH and GRACEKIT_BASE_PATH, which flags override. Every
 // command takes -o json. Exit status: 0 ok, 1 findings (check), 2 usage or
-// connection errors. See README.md beside this file for the output formats.
+// connection errors, 3 drain refused (nothing changed). See README.md beside this file for the output formats.
 //
 // Install it with
 //
@@ -42,6 +42,7 @@ const (
 	exitOK       = 0
 	exitFindings = 1 // check found something
 	exitUsage    = 2 // bad usage, bad configuration, or ZooKeeper unreachable
+	// exitRefused (3, drain.go): drain refused (-min-up, or a node it cannot mark); nothing changed
 )
 
 const usageText = `usage: gracekit <command> [flags] [args]
@@ -50,16 +51,27 @@ commands:
   ls [service]       list services and instances (address, port, status, registration, owner session)
   watch [service]    print changes to a service's instances (or every service's) as they happen, until SIGINT or -for
   check [service]    lint the registry; exit 1 on findings
-  drain <service> <id>    take an instance out of rotation (OUT_OF_SERVICE, drained_by=operator) until undrained
-  undrain <service> <id>  bring a drained instance back
+  drain <service> <id>    take an instance out of rotation (OUT_OF_SERVICE, drained_by=operator) until undrained;
+                          refuses to leave fewer than -min-up (default 1) instances UP unless -force
+  undrain <service> <id>  bring a drained instance back, with the status it had before the drain
 
 common flags (each defaults to the library's environment variable):
   -zk string         ZooKeeper connect string host:port,...[/chroot] ($GRACEKIT_ZK_SERVERS)
   -base-path string  parent of service nodes ($GRACEKIT_BASE_PATH, default /services)
   -auth string       digest credentials user:password ($GRACEKIT_ZK_AUTH)
   -timeout duration  session timeout, also the bound on connecting ($GRACEKIT_ZK_SESSION_TIMEOUT, default 10s)
-  -layout curator|plain  node layout: Curator JSON (default) or data-less host:port nodes
-  -o text|json       output format (default text)
+  -layout auto|curator|gokit|mixed|plain
+                     node layout: auto (default: Curator JSON and go-kit nodes, each read as
+                     what it is), Curator JSON only, go-kit sd/zk nodes, both (a migration),
+                     or data-less host:port nodes
+  -o text|json       output format (default text); json is the stable form for scripts
+
+what a drain reaches, by layout:
+  Curator JSON (gracekit, Curator, Spring nodes): every gracekit, Curator and Spring reader,
+    and, through a gracekit provider's go-kit twin, which it deletes, go-kit consumers
+  go-kit nodes: no status: drain -delete removes the node, back when its provider registers again
+  gracekit's go-kit twins: drain the instance's Curator node; the twin follows it
+  plain host:port nodes: no status; stop the instance instead
 
 "gracekit <command> -h" lists a command's own flags.
 `

@@ -94,7 +94,7 @@ func TestLsAndWatchSayTheHealthCheckOrTheOperatorTookItOut(t *testing.T) {
 	}
 
 	// Drained, and its check fails meanwhile: the operator wins.
-	if code, out, stderr := gk(t, on(c, base, "drain", "quote", "q1")...); code != exitOK {
+	if code, out, stderr := gk(t, on(c, base, "drain", "quote", "q1", "-force")...); code != exitOK {
 		t.Fatalf("drain: exit %d, %q %q", code, out, stderr)
 	}
 	sick.Store(true)
