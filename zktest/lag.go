@@ -3,7 +3,6 @@ package zktest
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strconv"
 	"sync"
@@ -195,10 +194,7 @@ func (l *link) pipe(dst, src net.Conn) {
 			}
 		}
 		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				return
-			}
-			return
+			return // EOF or closed: forward closes both ends
 		}
 	}
 }
