@@ -16,6 +16,12 @@
 // whose existence fails the instance's health check (fxmodule.HealthCheck,
 // tuned by GRACEKIT_HEALTH_*), so that a driver can make it sick.
 //
+// With -warmup 2s it starts cold: for 2 s after its first call, each call
+// costs an extra delay that decays linearly from -warmup-delay (50ms) to
+// nothing, and cold calls do that work one at a time (a cold cache's one
+// loader), so a full share of calls queues where a ramped-in share does
+// not (make demo's slowstart mode).
+//
 // Every answer names the instance id it registered with (GRACEKIT_INSTANCE_ID,
 // or a random UUID when that is unset).
 //
@@ -95,14 +101,21 @@ type StopReport struct {
 func main() {
 	mode := flag.String("mode", "graceful", "stop behavior: graceful or naive; gokit: registered with go-kit's sd/zk instead (HTTP only)")
 	transport := flag.String("transport", "http", "what it serves: http (go-kit HTTP on GRACEKIT_PORT) or grpc (gRPC only, on GRACEKIT_GRPC_PORT)")
+	warmSpan := flag.Duration("warmup", 0, "cold phase: for this long after the first call, calls cost an extra delay that decays, one call at a time (a cold cache or JIT)")
+	warmPeak := flag.Duration("warmup-delay", 50*time.Millisecond, "the extra delay of the first call of the cold phase (-warmup)")
 	flag.Parse()
-	if err := run(*mode, *transport); err != nil {
+	wu, err := newWarmup(*warmSpan, *warmPeak)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "provider:", err)
+		os.Exit(2)
+	}
+	if err := run(*mode, *transport, wu); err != nil {
 		fmt.Fprintln(os.Stderr, "provider:", err)
 		os.Exit(1)
 	}
 }
 
-func run(mode, transport string) error {
+func run(mode, transport string, wu *warmup) error {
 	if mode != "graceful" && mode != "naive" && mode != "gokit" {
 		return fmt.Errorf("invalid -mode %q (graceful, naive or gokit)", mode)
 	}
@@ -160,7 +173,7 @@ func run(mode, transport string) error {
 	// Listen for signals before starting, so an early SIGTERM is not lost.
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	svc := &quoteService{instance: cfg.InstanceID, latency: latency, ledger: led}
+	svc := &quoteService{instance: cfg.InstanceID, latency: latency, ledger: led, warmup: wu}
 	if mode == "gokit" {
 		return runGoKit(cfg, svc, log, sigs)
 	}

@@ -47,10 +47,14 @@ type quoteService struct {
 	instance string
 	latency  time.Duration
 	ledger   *ledger // nil: no ledger
+	warmup   *warmup // nil: warm from the start
 	orders   atomic.Int64
 }
 
 func (s *quoteService) work(ctx context.Context) error {
+	if err := s.warmup.cost(ctx); err != nil {
+		return err
+	}
 	if s.latency <= 0 {
 		return nil
 	}
