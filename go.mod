@@ -12,6 +12,7 @@ require (
 	github.com/hashicorp/go-retryablehttp v0.7.8
 	go.uber.org/fx v1.24.0
 	go.uber.org/goleak v1.3.0
+	google.golang.org/genproto v0.0.0-20240123012728-ef4313101c80
 	google.golang.org/grpc v1.84.0
 	google.golang.org/protobuf v1.36.11
 )
