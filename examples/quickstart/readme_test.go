@@ -13,14 +13,30 @@ import (
 	"testing"
 )
 
-// programs returns the README's ```go blocks that are whole programs
-// (a "package main" line), in order.
-func programs(t *testing.T) []string {
+// pages returns README.md and docs/*.md, joined: the README leads with
+// the fx quickstarts and sends the others to docs/ pages.
+func pages(t *testing.T) []byte {
 	t.Helper()
-	doc, err := os.ReadFile("../../README.md")
+	names, err := filepath.Glob("../../docs/*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
+	var doc []byte
+	for _, name := range append([]string{"../../README.md"}, names...) {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc = append(append(doc, b...), '\n')
+	}
+	return doc
+}
+
+// programs returns the ```go blocks of the README and docs/ that are
+// whole programs (a "package main" line), in order.
+func programs(t *testing.T) []string {
+	t.Helper()
+	doc := pages(t)
 	var out []string
 	var cur *strings.Builder
 	for _, line := range strings.Split(string(doc), "\n") {
@@ -69,14 +85,14 @@ func TestREADMEProgramsAreTheQuickstartFiles(t *testing.T) {
 			}
 		}
 		if match == "" {
-			t.Errorf("README program %d is none of examples/quickstart/*/main.go; it differs from its closest file at:\n%s", i+1, closest(block, fs))
+			t.Errorf("program %d of README.md and docs/ is none of examples/quickstart/*/main.go; it differs from its closest file at:\n%s", i+1, closest(block, fs))
 			continue
 		}
 		shown[match]++
 	}
 	for p := range fs {
 		if shown[p] != 1 {
-			t.Errorf("examples/quickstart/%s is shown %d times in the README, want once", p, shown[p])
+			t.Errorf("examples/quickstart/%s is shown %d times in README.md and docs/, want once", p, shown[p])
 		}
 	}
 }

@@ -104,11 +104,7 @@ func freshModule(t *testing.T) map[string]string {
 // README's are taken, most likely, on a shared machine).
 func readmeEnv(t *testing.T, name, zkServers string) []string {
 	t.Helper()
-	doc, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := strings.ReplaceAll(string(doc), "\\\n", " ")
+	text := strings.ReplaceAll(string(pages(t)), "\\\n", " ")
 	var env []string
 	cmd := "go run ./quickstart/" + name
 	for _, line := range strings.Split(text, "\n") {
@@ -139,7 +135,7 @@ func readmeEnv(t *testing.T, name, zkServers string) []string {
 		break
 	}
 	if len(env) == 0 {
-		t.Fatalf("the README shows no `GRACEKIT_...=... go run ./quickstart/%s`", name)
+		t.Fatalf("README.md and docs/ show no `GRACEKIT_...=... go run ./quickstart/%s`", name)
 	}
 	return env
 }
