@@ -452,7 +452,7 @@ func (c *Client) State() State {
 func (c *Client) Servers() []string { return append([]string(nil), c.servers...) }
 
 func (c *Client) dispatch(ev SessionEvent) {
-	c.logger.Debug("session event", "state", ev.State.String(), "session", ev.SessionID, "server", ev.Server)
+	c.logger.Debug("session event", "state", ev.State.String(), "session", hexSession(ev.SessionID), "server", ev.Server)
 	c.mu.Lock()
 	if ev.State == StateHasSession {
 		c.sessions++

@@ -582,7 +582,7 @@ func (r *Registrar) ensure(ctx context.Context) error {
 	if before != 0 {
 		kind = EventReregistered
 	}
-	r.logger.Info(string(kind), "session", session, "czxid", stat.Czxid)
+	r.logger.Info(string(kind), "session", hexSession(session), "czxid", stat.Czxid)
 	r.emit(RegistrarEvent{Kind: kind, Path: r.path, SessionID: session, Czxid: stat.Czxid})
 	return nil
 }
@@ -625,7 +625,7 @@ func (r *Registrar) ensureAbsent(ctx context.Context) error {
 	case err != nil:
 		return fmt.Errorf("sd: withdraw %s: %w", r.path, err)
 	}
-	r.logger.Info(string(EventWithdrawn), "session", session, "czxid", stat.Czxid)
+	r.logger.Info(string(EventWithdrawn), "session", hexSession(session), "czxid", stat.Czxid)
 	r.emit(RegistrarEvent{Kind: EventWithdrawn, Path: r.path, SessionID: session, Czxid: stat.Czxid})
 	return nil
 }

@@ -288,7 +288,7 @@ func (ws *watchSession) run() {
 		ws.each(func(_ string, f *recFeed) { f.down() })
 		ws.mu.Unlock()
 		if keep {
-			ws.logger.Debug("watch session lost; resuming it", "session", sid, "err", conn.Err())
+			ws.logger.Debug("watch session lost; resuming it", "session", hexSession(sid), "err", conn.Err())
 		}
 	}
 }
