@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -36,7 +38,8 @@ type options struct {
 	startTimeout   time.Duration
 	jvmArgs        []string
 	maxCnxns       int
-	isolatable     bool // peer links through the test process (lag.go)
+	isolatable     bool   // peer links through the test process (lag.go)
+	cpus           string // taskset -c list for every member's JVM; "" leaves affinity alone
 }
 
 type optionFunc func(*options) error
@@ -114,6 +117,25 @@ func JVMArgs(args ...string) Option {
 	})
 }
 
+// cpuList is what taskset -c accepts: CPU numbers and ranges, comma-separated.
+var cpuList = regexp.MustCompile(`^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$`)
+
+// CPUs runs every member's JVM on the listed CPUs only (taskset -c syntax,
+// e.g. "0" or "0,2-3"), so that a benchmark's server and client do not take
+// each other's cores. It needs util-linux's taskset.
+func CPUs(list string) Option {
+	return optionFunc(func(o *options) error {
+		if !cpuList.MatchString(list) {
+			return fmt.Errorf("zktest: invalid CPU list %q (want taskset -c syntax, e.g. 0 or 0,2-3)", list)
+		}
+		if _, err := exec.LookPath("taskset"); err != nil {
+			return fmt.Errorf("zktest: CPUs(%q) needs taskset (apt-get install util-linux): %w", list, err)
+		}
+		o.cpus = list
+		return nil
+	})
+}
+
 // Cluster is a standalone ZooKeeper server or an ensemble on loopback ports.
 type Cluster struct {
 	// Servers are the members, Servers[i].ID == i+1.
@@ -182,6 +204,7 @@ func startOnce(dir, java, cp string, o options) (*Cluster, error) {
 		s := &Server{
 			ID: i + 1, ClientPort: ports[3*i], peerPort: ports[3*i+1], electionPort: ports[3*i+2],
 			dir: filepath.Join(dir, fmt.Sprintf("srv%d", i+1)), java: java, classpath: cp, jvmProps: props,
+			cpus: o.cpus,
 		}
 		c.Servers = append(c.Servers, s)
 	}

@@ -41,7 +41,7 @@ func (c *Cluster) copyOf(dir string, s *Server) (*Cluster, error) {
 	cp := &Cluster{dir: dir, opts: o}
 	srv := &Server{
 		ID: 1, ClientPort: ports[0], peerPort: ports[1], electionPort: ports[2],
-		dir: filepath.Join(dir, "srv1"), java: s.java, classpath: s.classpath, jvmProps: s.jvmProps,
+		dir: filepath.Join(dir, "srv1"), java: s.java, classpath: s.classpath, jvmProps: s.jvmProps, cpus: s.cpus,
 	}
 	cp.Servers = []*Server{srv}
 	if err := cp.writeConfig(srv); err != nil {

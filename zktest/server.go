@@ -66,6 +66,7 @@ type Server struct {
 	dir                    string
 	java, classpath        string
 	jvmProps               []string
+	cpus                   string // taskset -c list, "" for no pinning
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -97,6 +98,11 @@ func (s *Server) start() error {
 	args = append(args, "-cp", s.classpath, "org.apache.zookeeper.server.quorum.QuorumPeerMain",
 		filepath.Join(s.dir, "zoo.cfg"))
 	cmd := exec.Command(s.java, args...)
+	if s.cpus != "" {
+		// taskset execs the JVM in its own process, so the pid, the
+		// signals and Pdeathsig below are the JVM's.
+		cmd = exec.Command("taskset", append([]string{"-c", s.cpus, s.java}, args...)...)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Kill the JVM if the test binary dies without cleaning up, and keep
 	// it out of the terminal's process group so Ctrl-C reaches us first.
