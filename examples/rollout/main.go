@@ -47,9 +47,12 @@
 // providers that also register for go-kit consumers
 // (fxmodule.GoKitRegistration), under load from a stock go-kit sd/zk
 // consumer and a gracekit one reading the mixed service (sd.MixedCodec);
-// no kill. It must print
+// no kill. Then an operator drains one migrated provider under load (as
+// gracekit drain does) and undrains it: no consumer may call it more than
+// a second after the drain (gracekit's drops it at OUT_OF_SERVICE,
+// go-kit's when the provider deletes its twin). It must print
 //
-//	RESULT mode=migrate requests=<n> failed=0 duplicated=0 p99_ms=<x> max_stop_ms=<x> crash_failed=0
+//	RESULT mode=migrate requests=<n> failed=0 duplicated=0 p99_ms=<x> max_stop_ms=<x> crash_failed=0 drained_calls_gracekit=0 drained_calls_gokit=0
 //
 // Before the RESULT lines it draws every mode's timeline in one SVG and
 // prints REPORT svg=<path>.
@@ -731,6 +734,13 @@ func (d *driver) runMode(ctx context.Context, transport, mode string) (res *mode
 		logf("[%s] %s ready again after %.0fms, routed after %.0fms", tag, in.id, ms(st.BackReady), ms(back.Sub(sigAt)))
 	}
 
+	if mode == modeMigrate && res.Invalid == "" && !ld.finished() {
+		// Every provider migrated: an operator drains one.
+		if res.Drain, err = d.drainUnderLoad(ctx, tag, ld, providers[0], len(consumers), watching); err != nil {
+			return nil, err
+		}
+	}
+
 	// One crash: kill -9 a provider under load. Nothing can drain it.
 	var crash *crashInfo
 	if res.Invalid == "" && !cfg.noCrash && mode != modeMigrate && !ld.finished() {
@@ -769,6 +779,10 @@ func (d *driver) runMode(ctx context.Context, transport, mode string) (res *mode
 	samples := ld.all()
 	res.summarize(samples, ld.stoppedAt.Sub(ld.started), names, led, crash)
 	res.Timeline = newTimeline(tag, names, loadStart, samples, marks)
+	if res.Drain != nil {
+		res.Drain.count(samples)
+		res.DrainNames = names
+	}
 	for i, c := range consumers {
 		res.Consumers[i].Retries = scrapeRetries(c)
 	}

@@ -158,6 +158,10 @@ type modeResult struct {
 	Invalid string
 	// Timeline is the run second by second, for the chart.
 	Timeline *timeline
+	// Drain is the migrate mode's operator drain, nil in other modes;
+	// DrainNames are the consumers its counts are by.
+	Drain      *drainInfo
+	DrainNames []string
 }
 
 // Requests etc. are the totals of every consumer.
@@ -297,6 +301,9 @@ func resultLine(r *modeResult) string {
 	}
 	line := fmt.Sprintf("RESULT mode=%s requests=%d failed=%d duplicated=%d p99_ms=%.1f max_stop_ms=%.1f crash_failed=%d",
 		mode, r.Requests(), r.Failed(), r.Duplicated(), ms(r.Total.P99), r.MaxStopMS(), r.CrashFailed())
+	if r.Drain != nil {
+		line += drainedCallsFields(r.Drain, r.DrainNames)
+	}
 	if r.Invalid != "" {
 		line += " invalid=1"
 	}
@@ -311,6 +318,13 @@ func verdict(r *modeResult) string {
 	var why []string
 	if r.Invalid != "" {
 		why = append(why, "invalid: "+r.Invalid)
+	}
+	if r.Drain != nil {
+		for i, n := range r.Drain.Calls {
+			if n > 0 {
+				why = append(why, fmt.Sprintf("the %s consumer sent %d calls to the drained %s more than %v after its drain", r.DrainNames[i], n, r.Drain.ID, drainBound))
+			}
+		}
 	}
 	if (r.Mode == "graceful" || r.Mode == modeMigrate) && (r.Failed() > 0 || r.Duplicated() > 0) {
 		why = append(why, fmt.Sprintf("%s mode failed %d and duplicated %d of %d requests", r.Mode, r.Failed(), r.Duplicated(), r.Requests()))
