@@ -102,7 +102,7 @@ func TestEveryMutantHasABiasedSchedule(t *testing.T) {
 }
 
 func TestFailpointSpecsAreDrawnFromTheSeed(t *testing.T) {
-	if failpointSpec(5) != failpointSpec(5) {
+	if a, b := failpointSpec(5), failpointSpec(5); a != b {
 		t.Fatal("one seed drew two failpoint specs")
 	}
 	armed := 0
