@@ -85,11 +85,30 @@ func TestGoKitRegistrationIsReadByAStockGoKitConsumer(t *testing.T) {
 	}
 }
 
+// Issue 31: GoKitRegistration's path goes through the one path check
+// (sd.BasePath's), when the app is built, not after the provider
+// registered.
 func TestGoKitRegistrationRefusesARelativePath(t *testing.T) {
 	cfg := fxmodule.Config{ZKServers: "127.0.0.1:1", Service: "quote", Address: "127.0.0.1", Port: 8080}
-	err := fx.New(fx.NopLogger, fx.Supply(cfg), fx.Provide(helloServer), fxmodule.Discovery, fxmodule.GoKitRegistration("services")).Err()
-	if err == nil || !strings.Contains(err.Error(), "GoKitRegistration") {
-		t.Fatalf("GoKitRegistration(\"services\"): build error %v, want one naming the option", err)
+	for _, p := range []string{"services", "/services//quote", "/", "/services/./x", "/services/"} {
+		err := fx.New(fx.NopLogger, fx.Supply(cfg), fx.Provide(helloServer), fxmodule.Discovery, fxmodule.GoKitRegistration(p)).Err()
+		if err == nil || !strings.Contains(err.Error(), "GoKitRegistration") {
+			t.Errorf("GoKitRegistration(%q): build error %v, want one naming the option", p, err)
+		}
+	}
+}
+
+// Issue 31: the drain marks are refused in Config.Metadata, as the
+// status and the flush path are: an instance could otherwise register
+// drained, or undo an undrain at its next expiry.
+func TestConfigMetadataRefusesTheDrainMarks(t *testing.T) {
+	for _, k := range []string{sd.MetadataDrainedBy, sd.MetadataDrainedStatus, sd.MetadataOutBy, sd.MetadataStatus} {
+		cfg := fxmodule.Config{ZKServers: "127.0.0.1:1", Service: "quote", Address: "127.0.0.1", Port: 8080, Metadata: map[string]string{k: "operator"}}
+		err := fx.New(fx.NopLogger, fx.Supply(cfg), fx.Provide(helloServer), fxmodule.Discovery).Err()
+		var ce *fxmodule.ConfigError
+		if !errors.As(err, &ce) || !strings.Contains(err.Error(), k) {
+			t.Errorf("Metadata %s: build error %v, want a ConfigError naming it", k, err)
+		}
 	}
 }
 
