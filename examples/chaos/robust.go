@@ -1,14 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	crand "crypto/rand"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -42,6 +46,7 @@ type robustState struct {
 	blinds  []history.Blind
 	heals   []history.Heal
 	crashes []history.Crash
+	stops   []history.Stop
 	extra   []history.Violation // the driver's own findings: a fault that could not run, gateways that did not route again
 
 	truth   *truthRecorder
@@ -227,7 +232,8 @@ func runRobust(cfg config) int {
 			fmt.Fprintf(os.Stderr, "chaos: interrupted; logs in %s\n", root)
 			return 130
 		}
-		fmt.Printf("ROBUST seed=%d faults=%d checks=%d violations=%d\n", seed, res.faults, res.report.Checks, res.violations)
+		fmt.Printf("ROBUST seed=%d faults=%d checks=%d violations=%d leave=%v starve=%v stops=%d traced=%d\n", seed, res.faults, res.report.Checks, res.violations,
+			res.report.Leave, res.report.Starve, res.report.Stops, res.report.Traced)
 		printViolated(seed, res.report.Violations) // mutants.go
 		total.Requests += res.report.Requests
 		total.Failed += res.report.Failed
@@ -414,11 +420,12 @@ func (d *driver) robustRun(ctx context.Context, rs *robustState) (*history.Histo
 		}
 		for _, s := range g.load.all() {
 			h.Requests = append(h.Requests, history.Request{At: s.at, Done: s.done, Gateway: g.gateways[s.gateway].id,
-				Post: s.post, Key: s.key, Failed: s.failed, Reason: s.reason, NoRetry: s.noRetry})
+				Instance: s.instance, Post: s.post, Key: s.key, Failed: s.failed, Reason: s.reason, NoRetry: s.noRetry})
 		}
 	}
 	rs.mu.Lock()
 	h.Runs, h.Blinds, h.Heals, h.Crashes = slices.Clone(rs.runs), slices.Clone(rs.blinds), slices.Clone(rs.heals), slices.Clone(rs.crashes)
+	h.Stops = slices.Clone(rs.stops)
 	rs.mu.Unlock()
 	return h, nil
 }
@@ -641,8 +648,12 @@ func (d *driver) robustStep(ctx context.Context, rs *robustState, st step, round
 		g := d.groups[st.Group%len(d.groups)]
 		p := g.providers[st.Slot]
 		rs.stopping(p, "sigterm")
+		sig := time.Now()
 		if killed := p.proc.Stop(syscall.SIGTERM, d.cfg.stopLimit); killed {
 			return fmt.Errorf("%s did not stop within %v of SIGTERM; its log %s ends with:\n%s", p.id, d.cfg.stopLimit, p.proc.LogPath(), drive.Tail(p.proc.LogPath(), 20))
+		}
+		if err := rs.stopped(d, p, sig); err != nil {
+			return err
 		}
 		return d.restart(ctx, rs, p)
 	case kKill:
@@ -776,4 +787,53 @@ func (d *driver) expireAll(ctx context.Context, px *zkProxy) error {
 	})
 	logf("expired %d sessions", n)
 	return err
+}
+
+// stopReport is the part of a provider's STOPREPORT line the history
+// keeps (examples/provider StopReport).
+type stopReport struct {
+	Mode           string    `json:"mode"`
+	Instance       string    `json:"instance"`
+	OutAt          time.Time `json:"out_at"`
+	DeregisteredAt time.Time `json:"deregistered_at"`
+	Acks           []struct {
+		Target string    `json:"target"`
+		Acked  bool      `json:"acked"`
+		At     time.Time `json:"at"`
+	} `json:"acks"`
+}
+
+// stopped reads the STOPREPORT that p's run, stopped by SIGTERM at sig,
+// printed last in its log, and notes the stop with each flush target
+// named by the gateway listening on its port.
+func (rs *robustState) stopped(d *driver, p *instance, sig time.Time) error {
+	b, err := os.ReadFile(p.proc.LogPath())
+	if err != nil {
+		return err
+	}
+	i := bytes.LastIndex(b, []byte("STOPREPORT "))
+	if i < 0 {
+		return fmt.Errorf("%s stopped by SIGTERM printed no STOPREPORT; its log %s ends with:\n%s", p.id, p.proc.LogPath(), drive.Tail(p.proc.LogPath(), 20))
+	}
+	line, _, _ := bytes.Cut(b[i+len("STOPREPORT "):], []byte("\n"))
+	var rep stopReport
+	if err := json.Unmarshal(line, &rep); err != nil {
+		return fmt.Errorf("%s's STOPREPORT %q: %w", p.id, line, err)
+	}
+	byPort := map[string]string{}
+	for _, gw := range d.allGateways() {
+		byPort[strconv.Itoa(gw.port)] = gw.id
+	}
+	st := history.Stop{Service: p.service, ID: p.id, Signal: sig, Out: rep.OutAt, Deregistered: rep.DeregisteredAt}
+	for _, a := range rep.Acks {
+		ack := history.Ack{Target: a.Target, Acked: a.Acked, At: a.At}
+		if u, err := url.Parse(a.Target); err == nil {
+			ack.Gateway = byPort[u.Port()]
+		}
+		st.Acks = append(st.Acks, ack)
+	}
+	rs.mu.Lock()
+	rs.stops = append(rs.stops, st)
+	rs.mu.Unlock()
+	return nil
 }

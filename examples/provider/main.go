@@ -69,6 +69,7 @@ import (
 	"github.com/gracekit/gracekit/fxmodule"
 	"github.com/gracekit/gracekit/provider"
 	"github.com/gracekit/gracekit/sd"
+	"github.com/gracekit/gracekit/shutdown"
 )
 
 // server provides the app's one server: an *http.Server, or a gRPC-only
@@ -85,6 +86,13 @@ func server(transport string, svc *quoteService) fx.Option {
 	})
 }
 
+// ReportAck is one flush target's outcome in a STOPREPORT.
+type ReportAck struct {
+	Target string    `json:"target"`
+	Acked  bool      `json:"acked"`
+	At     time.Time `json:"at"`
+}
+
 // StopReport is the STOPREPORT line's JSON, fields in the contract's order.
 type StopReport struct {
 	Mode                string  `json:"mode"`
@@ -96,6 +104,13 @@ type StopReport struct {
 	// CutByDrain counts requests still in flight when the drain's bound
 	// ended (shutdown.Report.CutByDrain): their clients got no answer.
 	CutByDrain int `json:"cut_by_drain"`
+	// Instance, OutAt, DeregisteredAt and Acks trace the stop for the
+	// chaos suite's validators: when each step ended, on this clock
+	// (upper bounds: counted back from the end of the stop).
+	Instance       string      `json:"instance,omitempty"`
+	OutAt          time.Time   `json:"out_at,omitzero"`
+	DeregisteredAt time.Time   `json:"deregistered_at,omitzero"`
+	Acks           []ReportAck `json:"acks,omitempty"`
 }
 
 func main() {
@@ -233,7 +248,10 @@ func run(mode, transport string, wu *warmup) error {
 		if err := app.Stop(stopCtx); err != nil {
 			log.Error("stop", "err", err)
 		}
+		end := time.Now()
 		r := p.Report()
+		rep.Instance = p.Instance().ID
+		traceStop(&rep, r, end)
 		rep.FlushTargets = len(r.Flush)
 		for _, f := range r.Flush {
 			if f.Acked {
@@ -251,6 +269,33 @@ func run(mode, transport string, wu *warmup) error {
 	}
 	fmt.Printf("STOPREPORT %s\n", b)
 	return nil
+}
+
+// traceStop dates the steps of r, a stop that ended by end: the steps ran
+// in order, so each ended at end minus the durations of those after it.
+func traceStop(rep *StopReport, r shutdown.Report, end time.Time) {
+	ends := make([]time.Time, len(r.Steps))
+	at := end
+	for i := len(r.Steps) - 1; i >= 0; i-- {
+		ends[i] = at
+		at = at.Add(-r.Steps[i].Duration)
+	}
+	for i, st := range r.Steps {
+		if st.Skipped {
+			continue
+		}
+		switch st.Step {
+		case shutdown.StepStatus:
+			rep.OutAt = ends[i]
+		case shutdown.StepRegistration:
+			rep.DeregisteredAt = ends[i]
+		case shutdown.StepFlush:
+			begin := ends[i].Add(-st.Duration)
+			for _, f := range r.Flush {
+				rep.Acks = append(rep.Acks, ReportAck{Target: f.Target, Acked: f.Acked, At: begin.Add(f.Duration)})
+			}
+		}
+	}
 }
 
 // fileHealth is a health check that fails while the file f exists.

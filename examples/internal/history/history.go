@@ -90,11 +90,14 @@ type Request struct {
 	At      time.Time `json:"at"`
 	Done    time.Time `json:"done"`
 	Gateway string    `json:"gateway"`
-	Post    bool      `json:"post,omitempty"`
-	Key     string    `json:"key,omitempty"` // a POST's Idempotency-Key
-	Failed  bool      `json:"failed,omitempty"`
-	Reason  string    `json:"reason,omitempty"`
-	NoRetry bool      `json:"no_retry,omitempty"` // through a gateway that retries nothing (grpc-go)
+	// Instance is the id of the instance that served it (from its
+	// answer); empty when it failed or the answer did not say.
+	Instance string `json:"instance,omitempty"`
+	Post     bool   `json:"post,omitempty"`
+	Key      string `json:"key,omitempty"` // a POST's Idempotency-Key
+	Failed   bool   `json:"failed,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	NoRetry  bool   `json:"no_retry,omitempty"` // through a gateway that retries nothing (grpc-go)
 }
 
 // Crash is a provider killed with SIGKILL at KillAt, dead at DeadAt,
@@ -103,6 +106,26 @@ type Crash struct {
 	Addr   string    `json:"addr"`
 	KillAt time.Time `json:"kill_at"`
 	DeadAt time.Time `json:"dead_at"`
+}
+
+// Stop is a provider's graceful stop as its STOPREPORT told it: when it
+// went OUT_OF_SERVICE, deregistered, and when each gateway acked its flush.
+// Times are the provider's clock (the same machine's).
+type Stop struct {
+	Service      string    `json:"service"`
+	ID           string    `json:"id"`
+	Signal       time.Time `json:"signal"`       // when the driver sent SIGTERM
+	Out          time.Time `json:"out,omitzero"` // OUT_OF_SERVICE written
+	Deregistered time.Time `json:"deregistered,omitzero"`
+	Acks         []Ack     `json:"acks,omitempty"` // one per flush target
+}
+
+// Ack is one flush target's answer to a stop's flush.
+type Ack struct {
+	Gateway string    `json:"gateway,omitempty"` // the gateway's id, when the target names one the driver ran
+	Target  string    `json:"target"`
+	Acked   bool      `json:"acked"`
+	At      time.Time `json:"at,omitzero"` // when the ack came (or the target gave up)
 }
 
 // History is everything one schedule recorded.
@@ -120,6 +143,7 @@ type History struct {
 	Blinds         []Blind        `json:"blinds,omitempty"`
 	Requests       []Request      `json:"requests,omitempty"`
 	Crashes        []Crash        `json:"crashes,omitempty"`
+	Stops          []Stop         `json:"stops,omitempty"`
 	Executions     map[string]int `json:"executions,omitempty"` // order key -> times a provider executed it
 }
 
@@ -133,6 +157,13 @@ type Bounds struct {
 	Reregister time.Duration
 	// Skew: how far apart two recorders may see one change.
 	Skew time.Duration
+	// Leave: how long after an instance stopped being UP in ZooKeeper
+	// (deregistered, OUT_OF_SERVICE, drained) a gateway that can reach
+	// ZooKeeper may still route to it. Zero: the run's session timeout.
+	Leave time.Duration
+	// Starve: how long a run that started may go without a call. Zero:
+	// Converge plus twice the session timeout.
+	Starve time.Duration
 }
 
 // DefaultBounds are the bounds `make chaos CHAOS_SEEDS=n` states.
@@ -155,6 +186,10 @@ const (
 	CheckGoingBack      = "going-back"
 	CheckReregistration = "re-registration"
 	CheckRequests       = "requests"
+	CheckFlushAck       = "flush-ack"   // a request reached an instance after a gateway acked its flush
+	CheckAfterLeave     = "after-leave" // a request reached an instance more than Bounds.Leave after it left ZooKeeper's UP set
+	CheckFlushReach     = "flush-reach" // a stop's flush did not reach a gateway that routed to it
+	CheckStarved        = "starved"     // a run got no call within Bounds.Starve
 )
 
 // Report is what the validators found.
@@ -169,6 +204,11 @@ type Report struct {
 	// and SlowestBy which consumer and service it was.
 	Slowest   time.Duration `json:"slowest"`
 	SlowestBy string        `json:"slowest_by,omitempty"`
+	// Leave and Starve are the bounds after-leave and starved held the
+	// run to; Stops the graceful stops traced, Traced the requests that
+	// name the instance that served them.
+	Leave, Starve time.Duration
+	Stops, Traced int
 	// ByCheck is how many assertions each validator made (Check only).
 	ByCheck map[string]int `json:"by_check,omitempty"`
 }
@@ -188,7 +228,12 @@ func (r *Report) add(o Report) {
 // Check runs every validator over h.
 func Check(h *History, b Bounds) Report {
 	t := NewTruth(h)
-	r := Report{ByCheck: map[string]int{}}
+	r := Report{ByCheck: map[string]int{}, Leave: leave(h, b), Starve: starve(h, b), Stops: len(h.Stops)}
+	for _, q := range h.Requests {
+		if q.Instance != "" {
+			r.Traced++
+		}
+	}
 	for _, v := range []struct {
 		name string
 		r    Report
@@ -198,6 +243,10 @@ func Check(h *History, b Bounds) Report {
 		{CheckGoingBack, GoingBack(h, t, b)},
 		{CheckReregistration, Reregistration(h, t, b)},
 		{CheckRequests, Requests(h)},
+		{CheckFlushAck, FlushAck(h, b)},
+		{CheckAfterLeave, AfterLeave(h, t, b)},
+		{CheckFlushReach, FlushReach(h)},
+		{CheckStarved, Starved(h, b)},
 	} {
 		r.ByCheck[v.name] = v.r.Checks
 		r.add(v.r)

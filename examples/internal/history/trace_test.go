@@ -1,0 +1,141 @@
+package history
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+func req(ms int, gw, instance string) Request {
+	return Request{At: at(ms), Done: at(ms + 5), Gateway: gw, Instance: instance}
+}
+
+// traced is a history whose requests name their instances: a and b run
+// all along; c runs from 500 and is stopped by SIGTERM at 1400 (out at
+// 1500, deleted at 1600), and gw-1 and gw-2 ack its flush at 1700.
+func traced() *History {
+	return &History{
+		Seed: 9, Start: at(-1000), End: at(20000), SessionTimeout: 4 * time.Second,
+		Truth: []Change{
+			change(0, Created, pathA, 10, "a:1", true),
+			change(0, Created, pathB, 11, "b:1", true),
+			change(500, Created, pathC, 12, "c:1", true),
+			change(1500, Changed, pathC, 12, "c:1", false),
+			change(1600, Deleted, pathC, 12, "c:1", false),
+		},
+		Runs: []Run{
+			{Service: svc, ID: "a", Path: pathA, Start: at(0)},
+			{Service: svc, ID: "b", Path: pathB, Start: at(0)},
+			{Service: svc, ID: "c", Path: pathC, Start: at(500), Stopping: at(1400), How: "sigterm"},
+		},
+		Stops: []Stop{{Service: svc, ID: "c", Signal: at(1400), Out: at(1500), Deregistered: at(1600), Acks: []Ack{
+			{Gateway: "gw-1", Target: "http://127.0.0.1:1/flush", Acked: true, At: at(1700)},
+			{Gateway: "gw-2", Target: "http://127.0.0.1:2/flush", Acked: true, At: at(1700)},
+		}}},
+		Requests: []Request{
+			req(100, "gw-1", "a"), req(200, "gw-2", "b"),
+			req(600, "gw-1", "c"), req(700, "gw-2", "c"),
+			req(1450, "gw-1", "c"), // after the SIGTERM, before the ack: allowed
+			req(1800, "gw-2", "c"), // after the ack, within Skew: allowed
+			req(3000, "gw-1", "a"), req(3000, "gw-2", "b"),
+			req(9000, "gw-1", "a"), req(9000, "gw-2", "b"),
+		},
+	}
+}
+
+var traceBounds = Bounds{Converge: 2 * time.Second, Reregister: time.Second, Skew: time.Second, Leave: time.Second, Starve: 5 * time.Second}
+
+func TestTracedHistoryPassesTheTraceValidators(t *testing.T) {
+	h := traced()
+	tr := NewTruth(h)
+	for _, r := range []Report{FlushAck(h, traceBounds), AfterLeave(h, tr, traceBounds), FlushReach(h), Starved(h, traceBounds)} {
+		if len(r.Violations) > 0 || r.Checks == 0 {
+			t.Errorf("checks %d, violations %v", r.Checks, r.Violations)
+		}
+	}
+	rep := Check(h, traceBounds)
+	for _, name := range []string{CheckFlushAck, CheckAfterLeave, CheckFlushReach, CheckStarved} {
+		if rep.ByCheck[name] == 0 {
+			t.Errorf("Check made no %s assertion", name)
+		}
+	}
+	if rep.Leave != time.Second || rep.Stops != 1 || rep.Traced != len(h.Requests) {
+		t.Errorf("report leave %v stops %d traced %d", rep.Leave, rep.Stops, rep.Traced)
+	}
+}
+
+func TestTraceValidatorsCatchDoctoredHistories(t *testing.T) {
+	tests := []struct {
+		name   string
+		doctor func(h *History)
+		check  func(h *History) Report
+		want   string
+	}{
+		{
+			name:   "a request through a gateway after it acked the flush is flush-ack",
+			doctor: func(h *History) { h.Requests = append(h.Requests, req(2800, "gw-1", "c")) },
+			check:  func(h *History) Report { return FlushAck(h, traceBounds) },
+			want:   CheckFlushAck,
+		},
+		{
+			name:   "a request to a deregistered instance past the bound is after-leave",
+			doctor: func(h *History) { h.Requests = append(h.Requests, req(2700, "gw-3", "c")) },
+			check:  func(h *History) Report { return AfterLeave(h, NewTruth(h), traceBounds) },
+			want:   CheckAfterLeave,
+		},
+		{
+			name: "a request to a drained instance past the bound is after-leave",
+			doctor: func(h *History) {
+				h.Truth = append(h.Truth, change(4000, Changed, pathA, 10, "a:1", false))
+				h.Requests = append(h.Requests, req(5500, "gw-1", "a"))
+			},
+			check: func(h *History) Report { return AfterLeave(h, NewTruth(h), traceBounds) },
+			want:  CheckAfterLeave,
+		},
+		{
+			name:   "a stop whose flush reached no gateway is flush-reach",
+			doctor: func(h *History) { h.Stops[0].Acks = nil },
+			check:  func(h *History) Report { return FlushReach(h) },
+			want:   CheckFlushReach,
+		},
+		{
+			name: "a gateway that routed to the instance and did not ack is flush-reach",
+			doctor: func(h *History) {
+				h.Stops[0].Acks[1].Acked = false
+			},
+			check: func(h *History) Report { return FlushReach(h) },
+			want:  CheckFlushReach,
+		},
+		{
+			name: "a run that gets no call is starved",
+			doctor: func(h *History) {
+				h.Requests = slices.DeleteFunc(h.Requests, func(q Request) bool { return q.Instance == "b" })
+				h.Requests = append(h.Requests, req(9500, "gw-2", "b")) // served, but too late
+			},
+			check: func(h *History) Report { return Starved(h, traceBounds) },
+			want:  CheckStarved,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := traced()
+			tt.doctor(h)
+			r := tt.check(h)
+			if got := checks(r.Violations); len(got) == 0 || !slices.Contains(got, tt.want) {
+				t.Fatalf("violations %v, want %s", r.Violations, tt.want)
+			}
+			if all := checks(Check(h, traceBounds).Violations); !slices.Contains(all, tt.want) {
+				t.Errorf("Check's violations %v lack %s", all, tt.want)
+			}
+		})
+	}
+}
+
+func TestAfterLeaveDoesNotChargeAGatewayKeptFromZooKeeper(t *testing.T) {
+	h := traced()
+	h.Requests = append(h.Requests, req(2700, "gw-3", "c"))
+	h.Blinds = []Blind{{Target: "gw-3", From: at(1000), To: at(2600), What: "partition"}}
+	if r := AfterLeave(h, NewTruth(h), traceBounds); len(r.Violations) > 0 || r.Unverified == 0 {
+		t.Fatalf("violations %v, unverified %d", r.Violations, r.Unverified)
+	}
+}
