@@ -56,6 +56,7 @@ type truthRecorder struct {
 // node is one instance node as last read.
 type node struct {
 	czxid, mzxid int64
+	ctime, mtime time.Time // ZooKeeper's stamps of the creation and the last write
 	version      int32
 	service, id  string
 	addr         string
@@ -198,10 +199,10 @@ func (r *truthRecorder) read() {
 		old, ok := r.known[p]
 		switch {
 		case !ok || old.czxid != n.czxid:
-			came = append(came, history.Change{At: at, Kind: history.Created, Key: history.Key{Path: p, Czxid: n.czxid}, Zxid: n.czxid,
+			came = append(came, history.Change{At: changeTime(n.ctime, r.lastRead, at), Kind: history.Created, Key: history.Key{Path: p, Czxid: n.czxid}, Zxid: n.czxid,
 				Service: n.service, ID: n.id, Addr: n.addr, Up: n.up, Owner: n.owner})
 		case old.version != n.version:
-			came = append(came, history.Change{At: at, Kind: history.Changed, Key: history.Key{Path: p, Czxid: n.czxid}, Zxid: n.mzxid,
+			came = append(came, history.Change{At: changeTime(n.mtime, r.lastRead, at), Kind: history.Changed, Key: history.Key{Path: p, Czxid: n.czxid}, Zxid: n.mzxid,
 				Service: n.service, ID: n.id, Addr: n.addr, Up: n.up, Owner: n.owner})
 		}
 	}
@@ -215,6 +216,25 @@ func (r *truthRecorder) read() {
 	r.changes = append(r.changes, gone...)
 	r.changes = append(r.changes, came...)
 	r.known, r.parents, r.lastRead = seen, parents, at
+}
+
+// changeTime times a change by ZooKeeper's own stamp of it (a node's
+// ctime or mtime, one clock with ours on this machine), not by when this
+// read saw it: a read after a gap sees changes a consumer may have
+// published long before. The stamp is kept within (lastRead, at], the
+// reads that bound when the change could have been made; a deletion has
+// no stamp and stays at at.
+func changeTime(stamp, lastRead, at time.Time) time.Time {
+	switch {
+	case stamp.IsZero() || stamp.After(at):
+		return at
+	case !lastRead.IsZero() && !stamp.After(lastRead):
+		if next := lastRead.Add(time.Millisecond); next.Before(at) {
+			return next
+		}
+		return at
+	}
+	return stamp
 }
 
 // missed tells whether ZooKeeper made changes since the last read that
@@ -315,7 +335,7 @@ func (r *truthRecorder) readService(svc string, seen map[string]node, parents ma
 		if err != nil {
 			continue // malformed: no consumer publishes it either
 		}
-		seen[p] = node{czxid: st.Czxid, mzxid: st.Mzxid, version: st.Version, service: svc, id: inst.ID,
+		seen[p] = node{czxid: st.Czxid, mzxid: st.Mzxid, ctime: time.UnixMilli(st.Ctime), mtime: time.UnixMilli(st.Mtime), version: st.Version, service: svc, id: inst.ID,
 			addr: inst.HostPort(), up: inst.Status() == sd.StatusUp, owner: st.EphemeralOwner}
 	}
 	return nil

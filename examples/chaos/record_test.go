@@ -251,3 +251,26 @@ func TestTheTruthMarksWhatItMissed(t *testing.T) {
 		t.Fatalf("a node created and changed between reads: %d gaps, want 3", gaps())
 	}
 }
+
+func TestChangeTimeIsZooKeepersStampWithinTheReads(t *testing.T) {
+	base := time.Date(2026, 12, 4, 5, 19, 19, 0, time.UTC)
+	ms := func(n int) time.Time { return base.Add(time.Duration(n) * time.Millisecond) }
+	tests := []struct {
+		name                 string
+		give, lastRead, read time.Time
+		want                 time.Time
+	}{
+		{"a change made in a gap is timed by its stamp, not the read after", ms(560), ms(437), ms(1725), ms(560)},
+		{"a stamp after the read is the read", ms(1800), ms(437), ms(1725), ms(1725)},
+		{"a stamp at or before the last read is just after it", ms(400), ms(437), ms(1725), ms(438)},
+		{"no stamp (a deletion) is the read", time.Time{}, ms(437), ms(1725), ms(1725)},
+		{"the first read keeps an early stamp", ms(-5000), time.Time{}, ms(1725), ms(-5000)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := changeTime(tt.give, tt.lastRead, tt.read); !got.Equal(tt.want) {
+				t.Errorf("changeTime = %s, want %s", got.Format("05.000"), tt.want.Format("05.000"))
+			}
+		})
+	}
+}

@@ -23,7 +23,6 @@ func starve(h *History, b Bounds) time.Duration {
 	return b.Converge + 2*h.SessionTimeout
 }
 
-
 // nextStart is when id's next run after t began; zero when none did.
 func nextStart(runs []Run, id string, t time.Time) time.Time {
 	var out time.Time

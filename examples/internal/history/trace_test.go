@@ -139,3 +139,31 @@ func TestAfterLeaveDoesNotChargeAGatewayKeptFromZooKeeper(t *testing.T) {
 		t.Fatalf("violations %v, unverified %d", r.Violations, r.Unverified)
 	}
 }
+
+// The case of issue 30 (seed 6201291985197580982): a consumer publishes b
+// out of service at 560, inside the truth recorder's gap (437 to 826);
+// the recorder reads the change only at 1725. Timed by when the recorder
+// saw it, the consumer looks as if it went back to ZooKeeper's set of 36 s
+// before; timed by the change's mtime (550), it is simply ahead.
+func TestAConsumerAheadOfTheRecorderIsNotChargedWhenTheTruthIsTimedByMtime(t *testing.T) {
+	hist := func(changedAt int) *History {
+		return &History{
+			Seed: 6201291985197580982, Start: at(-40000), End: at(20000), SessionTimeout: 4 * time.Second,
+			Truth: []Change{
+				change(-40000, Created, pathA, 10, "a:1", true),
+				change(-36000, Created, pathB, 11, "b:1", true),
+				change(changedAt, Changed, pathB, 11, "b:1", false),
+			},
+			Gaps:      []Gap{{From: at(437), To: at(826)}},
+			Publishes: []Publish{pub(-30000, "catalog", m("a:1", 0), m("b:1", 0)), pub(560, "catalog", m("a:1", 0))},
+		}
+	}
+	recorded := hist(1725) // when the recorder saw it: the old timing
+	if r := GoingBack(recorded, NewTruth(recorded), DefaultBounds); len(r.Violations) == 0 {
+		t.Fatalf("timed by the recorder, the consumer is not charged: the replay does not reproduce the case")
+	}
+	stamped := hist(550) // the node's mtime
+	if r := Check(stamped, DefaultBounds); len(r.Violations) > 0 {
+		t.Fatalf("timed by mtime, the consumer ahead of the recorder is charged: %v", r.Violations)
+	}
+}
