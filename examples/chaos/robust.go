@@ -232,8 +232,9 @@ func runRobust(cfg config) int {
 			fmt.Fprintf(os.Stderr, "chaos: interrupted; logs in %s\n", root)
 			return 130
 		}
-		fmt.Printf("ROBUST seed=%d faults=%d checks=%d violations=%d leave=%v starve=%v stops=%d traced=%d\n", seed, res.faults, res.report.Checks, res.violations,
-			res.report.Leave, res.report.Starve, res.report.Stops, res.report.Traced)
+		fmt.Printf("ROBUST seed=%d faults=%d checks=%d violations=%d converge=%v leave=%v starve=%v stops=%d traced=%d changes=%d p99=%v max=%v slowest_heal=%v\n",
+			seed, res.faults, res.report.Checks, res.violations, history.DefaultBounds.Converge, res.report.Leave, res.report.Starve, res.report.Stops, res.report.Traced,
+			res.report.Changes.N, res.report.Changes.P99.Round(time.Millisecond), res.report.Changes.Max.Round(time.Millisecond), res.report.Slowest.Round(time.Millisecond))
 		printViolated(seed, res.report.Violations) // mutants.go
 		total.Requests += res.report.Requests
 		total.Failed += res.report.Failed

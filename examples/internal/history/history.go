@@ -209,6 +209,8 @@ type Report struct {
 	// name the instance that served them.
 	Leave, Starve time.Duration
 	Stops, Traced int
+	// Changes is how fast consumers showed every change while connected.
+	Changes Latency
 	// ByCheck is how many assertions each validator made (Check only).
 	ByCheck map[string]int `json:"by_check,omitempty"`
 }
@@ -234,6 +236,7 @@ func Check(h *History, b Bounds) Report {
 			r.Traced++
 		}
 	}
+	r.Changes = ChangeLatency(h, t, b)
 	for _, v := range []struct {
 		name string
 		r    Report
@@ -247,6 +250,7 @@ func Check(h *History, b Bounds) Report {
 		{CheckAfterLeave, AfterLeave(h, t, b)},
 		{CheckFlushReach, FlushReach(h)},
 		{CheckStarved, Starved(h, b)},
+		{CheckAgree, Agree(h, b)},
 	} {
 		r.ByCheck[v.name] = v.r.Checks
 		r.add(v.r)

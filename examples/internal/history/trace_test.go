@@ -167,3 +167,42 @@ func TestAConsumerAheadOfTheRecorderIsNotChargedWhenTheTruthIsTimedByMtime(t *te
 		t.Fatalf("timed by mtime, the consumer ahead of the recorder is charged: %v", r.Violations)
 	}
 }
+
+func TestAgreeCatchesConsumersThatEndARoundApart(t *testing.T) {
+	h := &History{
+		Start: at(0), End: at(20000), SessionTimeout: 4 * time.Second,
+		Truth: []Change{change(0, Created, pathA, 10, "a:1", true), change(0, Created, pathB, 11, "b:1", true)},
+		Heals: []Heal{{At: at(1000), What: "partition"}},
+		Publishes: []Publish{
+			pub(100, "instancer", m("a:1", 0), m("b:1", 0)),
+			pub(100, "catalog", m("a:1", 0), m("b:1", 0)),
+		},
+	}
+	if r := Agree(h, traceBounds); len(r.Violations) > 0 || r.Checks == 0 {
+		t.Fatalf("consumers on one set: checks %d, violations %v", r.Checks, r.Violations)
+	}
+	h.Publishes = append(h.Publishes, pub(1500, "catalog", m("a:1", 0)))
+	if got := checks(Agree(h, traceBounds).Violations); !slices.Contains(got, CheckAgree) {
+		t.Fatalf("consumers apart at the round's end: violations %v, want %s", got, CheckAgree)
+	}
+}
+
+func TestChangeLatencyMeasuresEveryChange(t *testing.T) {
+	h := &History{
+		Start: at(0), End: at(20000), SessionTimeout: 4 * time.Second,
+		Truth: []Change{
+			change(0, Created, pathA, 10, "a:1", true),
+			change(1000, Created, pathB, 11, "b:1", true),
+			change(5000, Deleted, pathB, 11, "b:1", false),
+		},
+		Publishes: []Publish{
+			pub(10, "instancer", m("a:1", 0)),
+			pub(1040, "instancer", m("a:1", 0), m("b:1", 0)),
+			pub(5300, "instancer", m("a:1", 0)),
+		},
+	}
+	l := ChangeLatency(h, NewTruth(h), traceBounds)
+	if l.N != 2 || l.Max != 300*time.Millisecond {
+		t.Fatalf("latency %v, want n=2 max=300ms", l)
+	}
+}
