@@ -498,25 +498,20 @@ func (d *driver) robustStepMore(ctx context.Context, rs *robustState, st step, r
 }
 
 // faultStale makes a server that serves from behind and sends consumers to
-// it: a registration is made, a running member's data is copied, the
-// registration goes, a standalone server starts from the copy (behind the
-// deletion every consumer saw), and st.N consumers from st.Slot reach only
-// it for st.For. A session that saw the deletion must be refused there
-// (its lastZxidSeen is ahead of the copy's last zxid); one that resumes
-// there publishes the deleted registration again (going-back).
+// it: a running member's data is copied, a registration is made, a
+// standalone server starts from the copy (behind the registration every
+// consumer read), and st.N consumers from st.Slot reach only it for
+// st.For. A session that read the registration must be refused there (its
+// lastZxidSeen is ahead of the copy's last zxid); one that resumes there
+// publishes the set from before it (going-back).
 func (d *driver) faultStale(ctx context.Context, rs *robustState, st step, round int) error {
-	reg, err := rs.bursts.registrar(fmt.Sprintf("stale-r%d", round+1))
-	if err != nil {
-		return err
-	}
-	if err := d.register(ctx, rs, reg); err != nil {
-		return err
-	}
-	if err := drive.SleepCtx(ctx, 500*time.Millisecond); err != nil { // every consumer publishes it
-		return err
-	}
+	// The copy first, then a registration every consumer reads (its reply
+	// carries a zxid past the copy's last): a server started from the copy
+	// is behind every consumer. Not a deletion: a watch notification
+	// carries no zxid, so a session that only heard of a deletion has not
+	// seen its zxid, and no handshake can say it has.
 	var cp *zktest.Cluster
-	err = retry(ctx, func() error {
+	err := retry(ctx, func() error {
 		src, err := d.servingMember()
 		if err != nil {
 			return err
@@ -528,10 +523,14 @@ func (d *driver) faultStale(ctx context.Context, rs *robustState, st step, round
 		return fmt.Errorf("copy a member's data: %w", err)
 	}
 	defer cp.Close()
-	if err := d.deregister(ctx, rs, reg); err != nil {
+	reg, err := rs.bursts.registrar(fmt.Sprintf("stale-r%d", round+1))
+	if err != nil {
 		return err
 	}
-	if err := cp.StartAll(); err != nil { // a JVM's start: the consumers have seen the deletion by then
+	if err := d.register(ctx, rs, reg); err != nil {
+		return err
+	}
+	if err := cp.StartAll(); err != nil { // a JVM's start: every consumer has read the registration by then
 		return fmt.Errorf("start a server from the copy: %w", err)
 	}
 	var names []string
@@ -542,12 +541,12 @@ func (d *driver) faultStale(ctx context.Context, rs *robustState, st step, round
 		pxs = append(pxs, t.proxy)
 		t.proxy.Redirect(cp.Addrs()[0])
 	}
-	logf("stale: %s reach only a server from a copy taken before %s went", strings.Join(names, ", "), reg.Path())
+	logf("stale: %s reach only a server from a copy taken before %s was made", strings.Join(names, ", "), reg.Path())
 	err = drive.SleepCtx(ctx, st.For)
 	for _, px := range pxs {
 		px.Redirect("")
 	}
-	return err
+	return errors.Join(err, d.deregister(ctx, rs, reg))
 }
 
 // faultLag cuts member st.Slot (a follower if it was picked as the
