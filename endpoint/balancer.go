@@ -81,15 +81,13 @@ func (b *RoundRobin) Endpoint() (kitendpoint.Endpoint, error) {
 	if n == 0 {
 		return nil, s.emptyErr()
 	}
-	var i int
-	if s.w == nil {
-		i = int((b.c.Add(1) - 1) % n)
-	} else {
-		i = s.w.Next(&b.c)
+	if s.w != nil {
+		return choose(s, s.w.Next(&b.c), &triedSet{}).call, nil
 	}
+	i := (b.c.Add(1) - 1) % n
 	in := s.instances[i]
 	if in.blockedUntil.Load() != 0 {
-		in = choose(s, i, &triedSet{})
+		in = choose(s, int(i), &triedSet{})
 	}
 	return in.call, nil
 }
