@@ -60,8 +60,8 @@ func TestEveryDocProgramBuildsInAFreshModule(t *testing.T) {
 		t.Fatal(err)
 	}
 	progs := docPrograms(t)
-	if len(progs) < 4 {
-		t.Fatalf("found %d programs in README.md and docs/, want at least the quickstarts", len(progs))
+	if len(progs) < 5 {
+		t.Fatalf("found %d programs in README.md and docs/, want at least the five quickstarts", len(progs))
 	}
 	names := make([]string, 0, len(progs))
 	for name := range progs {

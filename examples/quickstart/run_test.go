@@ -31,7 +31,7 @@ import (
 // new module whose go.mod has only a require and a replace of the library
 // to this checkout (the checkout's go.sum spares a download of what it
 // already lists), runs go mod tidy and builds them: it returns the
-// binaries by quickstart name (provider, gateway, grpc, byhand).
+// binaries by quickstart name (provider, gateway, grpc, byhand, consumer).
 func freshModule(t *testing.T) map[string]string {
 	t.Helper()
 	root, err := filepath.Abs("../..")
@@ -214,6 +214,11 @@ func TestQuickstartsRunAsTheREADMESays(t *testing.T) {
 	if code := bare.ProcessState.ExitCode(); code != 1 || !strings.Contains(string(out), "GRACEKIT_ZK_SERVERS") {
 		t.Fatalf("provider with nothing set: exit %d (%v), output %q; want 1 naming GRACEKIT_ZK_SERVERS", code, err, out)
 	}
+	// Issue 32: fx's own events go to slog at debug, so the ConfigError is
+	// the first line a user sees, not the twentieth below [Fx] lines.
+	if first, _, _ := strings.Cut(string(out), "\n"); !strings.Contains(first, "GRACEKIT_ZK_SERVERS") || strings.Contains(string(out), "[Fx]") {
+		t.Fatalf("provider with nothing set: the first line is %q, want the ConfigError naming GRACEKIT_ZK_SERVERS (and no [Fx] lines):\n%s", first, out)
+	}
 
 	penv := readmeEnv(t, "provider", zkc.ConnectString())
 	prov := start(t, bins["provider"], penv)
@@ -265,6 +270,17 @@ func TestQuickstartsRunAsTheREADMESays(t *testing.T) {
 	}
 	if h, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
 		t.Fatalf("health: %v, %v; want SERVING", h, err)
+	}
+
+	// The plain-Go consumer calls both: quote over HTTP, quote-grpc through
+	// grpcresolver, and stops its ClientConn before its consumer.
+	if svc != "quote-grpc" {
+		t.Fatalf("the gRPC quickstart registers %q; the plain-Go consumer dials quote-grpc", svc)
+	}
+	cons := exec.Command(bins["consumer"])
+	cons.Env = append(os.Environ(), readmeEnv(t, "consumer", zkc.ConnectString())...)
+	if out, err := cons.CombinedOutput(); err != nil || !strings.Contains(string(out), "http: map[price:12.34") || !strings.Contains(string(out), "grpc: 12.34") {
+		t.Fatalf("consumer: %v\n%s", err, out)
 	}
 
 	for _, p := range []struct {

@@ -6,12 +6,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"time"
 
 	kitendpoint "github.com/go-kit/kit/endpoint"
 	"go.uber.org/fx"
+	"go.uber.org/fx/fxevent"
 
 	"github.com/gracekit/gracekit/consumer"
 	"github.com/gracekit/gracekit/endpoint"
@@ -60,9 +62,18 @@ func decodeJSON(_ context.Context, r *http.Response) (any, error) {
 
 func main() {
 	fx.New(
-		fxmodule.FromEnv(), // GRACEKIT_FLUSH_SECRET too: providers sign their flushes with it
+		fx.WithLogger(fxLogger), // fx's own events at debug: the first line you see is what matters
+		fxmodule.FromEnv(),      // GRACEKIT_FLUSH_SECRET too: providers sign their flushes with it
 		fx.Provide(newHTTPServer),
 		fxmodule.Discovery, // registers the gateway with its flush path, so providers find it
 		fxmodule.Gateway,   // the consumer, and the flush handler at /gracekit/flush
 	).Run()
+}
+
+// fxLogger sends fx's own events to slog at debug, so they stay out of the
+// way of the library's lines; fx's errors stay at error.
+func fxLogger() fxevent.Logger {
+	l := &fxevent.SlogLogger{Logger: slog.Default()}
+	l.UseLogLevel(slog.LevelDebug)
+	return l
 }

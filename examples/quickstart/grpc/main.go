@@ -5,8 +5,10 @@ package main
 
 import (
 	"context"
+	"log/slog"
 
 	"go.uber.org/fx"
+	"go.uber.org/fx/fxevent"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -23,7 +25,8 @@ func newGRPCServer(o fxmodule.GRPCServerOptions) *grpc.Server {
 
 func main() {
 	fx.New(
-		fxmodule.FromEnv(), // GRACEKIT_GRPC_PORT=9090 instead of GRACEKIT_PORT
+		fx.WithLogger(fxLogger), // fx's own events at debug: the first line you see is what matters
+		fxmodule.FromEnv(),      // GRACEKIT_GRPC_PORT=9090 instead of GRACEKIT_PORT
 		fx.Provide(newGRPCServer),
 		fxmodule.Discovery, // serves the *grpc.Server (and an *http.Server, if the app has one)
 	).Run()
@@ -61,4 +64,12 @@ var quotesDesc = grpc.ServiceDesc{
 			return icpt(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: "/quote.Quotes/Get"}, get)
 		},
 	}},
+}
+
+// fxLogger sends fx's own events to slog at debug, so they stay out of the
+// way of the library's lines; fx's errors stay at error.
+func fxLogger() fxevent.Logger {
+	l := &fxevent.SlogLogger{Logger: slog.Default()}
+	l.UseLogLevel(slog.LevelDebug)
+	return l
 }

@@ -5,10 +5,12 @@ package main
 
 import (
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"time"
 
 	"go.uber.org/fx"
+	"go.uber.org/fx/fxevent"
 
 	"github.com/gracekit/gracekit/fxmodule"
 )
@@ -25,8 +27,17 @@ func newHTTPServer() *http.Server {
 
 func main() {
 	fx.New(
+		fx.WithLogger(fxLogger),   // fx's own events at debug: the first line you see is what matters
 		fxmodule.FromEnv(),        // the GRACEKIT_* variables; or fx.Supply(fxmodule.Config{...})
 		fx.Provide(newHTTPServer), // your *http.Server
 		fxmodule.Discovery,        // serves it, registers it, runs the stop at SIGTERM
 	).Run()
+}
+
+// fxLogger sends fx's own events to slog at debug, so they stay out of the
+// way of the library's lines; fx's errors stay at error.
+func fxLogger() fxevent.Logger {
+	l := &fxevent.SlogLogger{Logger: slog.Default()}
+	l.UseLogLevel(slog.LevelDebug)
+	return l
 }
