@@ -47,6 +47,7 @@ type robustState struct {
 	heals   []history.Heal
 	crashes []history.Crash
 	stops   []history.Stop
+	writes  []history.Written
 	extra   []history.Violation // the driver's own findings: a fault that could not run, gateways that did not route again
 
 	truth   *truthRecorder
@@ -426,7 +427,7 @@ func (d *driver) robustRun(ctx context.Context, rs *robustState) (*history.Histo
 	}
 	rs.mu.Lock()
 	h.Runs, h.Blinds, h.Heals, h.Crashes = slices.Clone(rs.runs), slices.Clone(rs.blinds), slices.Clone(rs.heals), slices.Clone(rs.crashes)
-	h.Stops = slices.Clone(rs.stops)
+	h.Stops, h.Writes = slices.Clone(rs.stops), slices.Clone(rs.writes)
 	rs.mu.Unlock()
 	return h, nil
 }
@@ -510,7 +511,11 @@ func (d *driver) register(ctx context.Context, rs *robustState, reg *sd.Registra
 	rs.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, checkRecovered)
 	defer cancel()
+	sent := time.Now()
 	err := reg.RegisterContext(ctx)
+	if err == nil {
+		rs.wrote("register", reg.Path(), history.WantUp, sent)
+	}
 	if err != nil && ctx.Err() == nil {
 		// Given time, a registration waits out an outage: one that
 		// returns early is the library's finding, not the schedule's.
@@ -532,7 +537,19 @@ func (d *driver) deregister(ctx context.Context, rs *robustState, reg *sd.Regist
 	rs.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, checkRecovered)
 	defer cancel()
-	return reg.DeregisterContext(ctx)
+	sent := time.Now()
+	err := reg.DeregisterContext(ctx)
+	if err == nil {
+		rs.wrote("deregister", reg.Path(), history.WantAbsent, sent)
+	}
+	return err
+}
+
+// wrote notes a write acknowledged now, sent at sent.
+func (rs *robustState) wrote(op, path, want string, sent time.Time) {
+	rs.mu.Lock()
+	rs.writes = append(rs.writes, history.Written{Op: op, Path: path, Want: want, Sent: sent, Acked: time.Now()})
+	rs.mu.Unlock()
 }
 
 // waitRoutedAll waits until g's gateways answered with every provider for
@@ -688,13 +705,17 @@ func (d *driver) robustStep(ctx context.Context, rs *robustState, st step, round
 		g := d.groups[st.Group%len(d.groups)]
 		p := g.providers[st.Slot]
 		path := d.nodePaths(g)[p.id]
+		sent := time.Now()
 		if err := retry(ctx, func() error { return d.reader.drain(p.service, path, false) }); err != nil {
 			return err
 		}
+		rs.wrote("drain", path, history.WantOut, sent)
 		err := drive.SleepCtx(ctx, st.For)
+		sent = time.Now()
 		if uerr := retry(context.Background(), func() error { return d.reader.drain(p.service, path, true) }); uerr != nil {
 			return uerr
 		}
+		rs.wrote("undrain", path, history.WantUp, sent)
 		return err
 	case kFlips:
 		reg := rs.bursts.steady[st.Slot%len(rs.bursts.steady)]
@@ -703,9 +724,15 @@ func (d *driver) robustStep(ctx context.Context, rs *robustState, st step, round
 			if i%2 == 1 {
 				status = sd.StatusUp
 			}
+			sent := time.Now()
 			if err := setStatus(ctx, reg, status); err != nil {
 				return err
 			}
+			want := history.WantOut
+			if status == sd.StatusUp {
+				want = history.WantUp
+			}
+			rs.wrote("set-status", reg.Path(), want, sent)
 			if err := drive.SleepCtx(ctx, st.For); err != nil {
 				return err
 			}

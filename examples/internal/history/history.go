@@ -144,6 +144,7 @@ type History struct {
 	Requests       []Request      `json:"requests,omitempty"`
 	Crashes        []Crash        `json:"crashes,omitempty"`
 	Stops          []Stop         `json:"stops,omitempty"`
+	Writes         []Written      `json:"writes,omitempty"`
 	Executions     map[string]int `json:"executions,omitempty"` // order key -> times a provider executed it
 }
 
@@ -251,6 +252,7 @@ func Check(h *History, b Bounds) Report {
 		{CheckFlushReach, FlushReach(h)},
 		{CheckStarved, Starved(h, b)},
 		{CheckAgree, Agree(h, b)},
+		{CheckWriteAck, WriteAck(h, t, b)},
 	} {
 		r.ByCheck[v.name] = v.r.Checks
 		r.add(v.r)

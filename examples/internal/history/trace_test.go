@@ -206,3 +206,19 @@ func TestChangeLatencyMeasuresEveryChange(t *testing.T) {
 		t.Fatalf("latency %v, want n=2 max=300ms", l)
 	}
 }
+
+func TestWriteAckCatchesAWriteTheRegistryNeverHeld(t *testing.T) {
+	h := traced()
+	h.Writes = []Written{
+		{Op: "register", Path: pathC, Want: WantUp, Sent: at(400), Acked: at(510)},
+		{Op: "set-status", Path: pathC, Want: WantOut, Sent: at(1450), Acked: at(1510)},
+		{Op: "deregister", Path: pathC, Want: WantAbsent, Sent: at(1550), Acked: at(1610)},
+	}
+	if r := WriteAck(h, NewTruth(h), traceBounds); len(r.Violations) > 0 || r.Checks != 3 {
+		t.Fatalf("writes the truth holds: checks %d, violations %v", r.Checks, r.Violations)
+	}
+	h.Writes = append(h.Writes, Written{Op: "drain", Path: pathA, Want: WantOut, Sent: at(6000), Acked: at(6010)})
+	if got := checks(WriteAck(h, NewTruth(h), traceBounds).Violations); !slices.Contains(got, CheckWriteAck) {
+		t.Fatalf("a drain ZooKeeper never showed: violations %v, want %s", got, CheckWriteAck)
+	}
+}
