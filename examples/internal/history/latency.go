@@ -3,6 +3,7 @@ package history
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -57,9 +58,11 @@ func ChangeLatency(h *History, t *Truth, b Bounds) Latency {
 	return Latency{N: len(ds), P99: ds[(len(ds)*99)/100], Max: ds[len(ds)-1]}
 }
 
-// Agree checks that at the end of each round (b.Converge after each
-// heal) every consumer of a service that shows a set without an error
-// shows the same one.
+// Agree checks that in each round every connected consumer of a service
+// comes to the same set as the others: at some time between a heal and
+// b.Converge after it, every consumer that a fault did not keep from
+// ZooKeeper shows one set without an error. (The next round's faults may
+// begin within that time, so the set is not sampled at one instant.)
 func Agree(h *History, b Bounds) Report {
 	var r Report
 	byService := map[string][]*stream{}
@@ -72,31 +75,64 @@ func Agree(h *History, b Bounds) Report {
 	}
 	slices.Sort(svcs)
 	for _, heal := range h.Heals {
-		at := heal.At.Add(b.Converge)
-		if at.After(h.End) {
+		end := heal.At.Add(b.Converge)
+		if end.After(h.End) {
 			r.Unverified++
 			continue
 		}
 		for _, svc := range svcs {
-			var first []string
-			var firstBy string
+			var ss []*stream
+			cands := []time.Time{heal.At}
 			for _, s := range byService[svc] {
-				p := s.at(at)
-				if p == nil || p.Err != "" || gatewayBlind(h.Blinds, s.consumer, heal.At, at) {
+				if gatewayBlind(h.Blinds, s.consumer, heal.At, end) {
 					continue
 				}
-				got := addrsOf(p.Members)
-				if firstBy == "" {
-					first, firstBy = got, s.consumer
-					continue
-				}
-				r.Checks++
-				if !slices.Equal(first, got) {
-					r.Violations = append(r.Violations, Violation{Check: CheckAgree, At: at, Consumer: s.consumer, Service: svc,
-						What: fmt.Sprintf("at the end of the round healed at %s shows %s, %s shows %s", ts(heal.At), set(got), firstBy, set(first))})
+				ss = append(ss, s)
+				for _, p := range s.pubs {
+					if p.At.After(heal.At) && !p.At.After(end) {
+						cands = append(cands, p.At)
+					}
 				}
 			}
+			if len(ss) < 2 {
+				continue
+			}
+			r.Checks++
+			if slices.ContainsFunc(cands, func(c time.Time) bool { return agreeAt(ss, c) }) {
+				continue
+			}
+			var parts []string
+			for _, s := range ss {
+				shows := "nothing"
+				if p := s.at(end); p != nil {
+					shows = set(addrsOf(p.Members))
+					if p.Err != "" {
+						shows += " (with error)"
+					}
+				}
+				parts = append(parts, s.consumer+" "+shows)
+			}
+			r.Violations = append(r.Violations, Violation{Check: CheckAgree, At: end, Service: svc,
+				What: fmt.Sprintf("the consumers never showed one set in the %v after the heal at %s; at the end: %s", b.Converge, ts(heal.At), strings.Join(parts, ", "))})
 		}
 	}
 	return r
+}
+
+// agreeAt tells whether every stream shows one set, without an error, at c.
+func agreeAt(ss []*stream, c time.Time) bool {
+	var first []string
+	for i, s := range ss {
+		p := s.at(c)
+		if p == nil || p.Err != "" {
+			return false
+		}
+		got := addrsOf(p.Members)
+		if i == 0 {
+			first = got
+		} else if !slices.Equal(first, got) {
+			return false
+		}
+	}
+	return true
 }

@@ -181,7 +181,7 @@ func TestAgreeCatchesConsumersThatEndARoundApart(t *testing.T) {
 	if r := Agree(h, traceBounds); len(r.Violations) > 0 || r.Checks == 0 {
 		t.Fatalf("consumers on one set: checks %d, violations %v", r.Checks, r.Violations)
 	}
-	h.Publishes = append(h.Publishes, pub(1500, "catalog", m("a:1", 0)))
+	h.Publishes = append(h.Publishes, pub(900, "catalog", m("a:1", 0)), pub(1500, "instancer", m("b:1", 0)))
 	if got := checks(Agree(h, traceBounds).Violations); !slices.Contains(got, CheckAgree) {
 		t.Fatalf("consumers apart at the round's end: violations %v, want %s", got, CheckAgree)
 	}
