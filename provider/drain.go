@@ -112,6 +112,7 @@ func (p *Provider) applyDrain(ctx context.Context) {
 	if by == was {
 		return
 	}
+	p.ready.SetDrained(by != "")
 	p.ready.SetHealthy(!sick && by == "")
 	if by == "" {
 		p.log.Info("drain: undrained by the operator", "health_check_failing", sick)
@@ -126,6 +127,10 @@ func (p *Provider) applyDrain(ctx context.Context) {
 		_, err = p.notify.Flush(fctx)
 		cancel()
 	}
-	p.log.Warn("drain: out of rotation by the operator", "by", by, "err", err)
+	if err != nil {
+		p.log.Warn("drain: out of rotation by the operator; a gateway flush failed", "by", by, "err", err)
+	} else {
+		p.log.Info("drain: out of rotation by the operator", "by", by)
+	}
 	v.add(HealthTransition{At: time.Now(), Healthy: false, By: by, Err: err})
 }

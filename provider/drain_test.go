@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	pathpkg "path"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -85,8 +86,20 @@ func TestAnOperatorDrainHoldsUntilUndrained(t *testing.T) {
 	if h := p1.Health()[0]; h.Err != nil {
 		t.Fatalf("drain transition %+v: the flush failed", h)
 	}
-	if code := get(t, "http://"+p1.Addr().String()+"/readyz"); code != http.StatusServiceUnavailable {
-		t.Fatalf("/readyz of a drained instance: %d, want 503", code)
+	req, err := http.NewRequest(http.MethodGet, "http://"+p1.Addr().String()+"/readyz", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Close = true // no idle connection left for goleak
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	// Issue 32: it says why it is out.
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "drained by operator") {
+		t.Fatalf("/readyz of a drained instance: %d %q, want 503 drained by operator", resp.StatusCode, body)
 	}
 	if p1.Registrar().DrainedBy() != sd.DrainedByOperator {
 		t.Fatal("the Registrar does not know it is drained")

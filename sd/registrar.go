@@ -815,7 +815,11 @@ func (r *Registrar) writeStatus(ctx context.Context) error {
 				if by == "" {
 					kind = EventUndrained
 				}
-				r.logger.Info(string(kind), "by", by)
+				if by == "" {
+					r.logger.Info(string(kind), "was", prev) // undrained: who had drained it
+				} else {
+					r.logger.Info(string(kind), "by", by)
+				}
 				r.emit(RegistrarEvent{Kind: kind, Path: r.path, SessionID: stat.EphemeralOwner, Czxid: stat.Czxid, DrainedBy: by})
 			}
 			if by != "" {

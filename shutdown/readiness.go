@@ -17,6 +17,9 @@ import (
 type Readiness struct {
 	state atomic.Int32 // a readinessState
 	sick  atomic.Bool  // the instance's own health check fails
+	// drained says an operator took the instance out (gracekit drain); it
+	// only changes what /readyz says, SetHealthy(false) takes it out.
+	drained atomic.Bool
 
 	mu   sync.Mutex // serializes changes with their notifications
 	subs map[int]func(ready bool)
@@ -55,6 +58,11 @@ func (r *Readiness) SetHealthy(healthy bool) {
 		r.notifyLocked(healthy)
 	}
 }
+
+// SetDrained records whether an operator drained the instance, so that
+// /readyz says "drained by operator" rather than "unhealthy" while it is
+// out for that reason. Readiness itself follows SetHealthy alone.
+func (r *Readiness) SetDrained(drained bool) { r.drained.Store(drained) }
 
 // Healthy reports what SetHealthy said last; true before any call.
 func (r *Readiness) Healthy() bool { return !r.sick.Load() }
@@ -101,12 +109,18 @@ func (r *Readiness) notifyLocked(ready bool) {
 func (r *Readiness) Ready() bool { return r.state.Load() == stateReady && !r.sick.Load() }
 
 // ReadyHandler answers /readyz: 200 "ok" when ready, 503 "not ready" before
-// registration succeeded and 503 "stopping" once the stop began.
+// registration succeeded, 503 "unhealthy" while the health check fails (or
+// "drained by operator", see SetDrained) and 503 "stopping" once the stop
+// began.
 func (r *Readiness) ReadyHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		switch r.state.Load() {
 		case stateReady:
 			if r.sick.Load() {
+				if r.drained.Load() {
+					writeText(w, http.StatusServiceUnavailable, "drained by operator")
+					return
+				}
 				writeText(w, http.StatusServiceUnavailable, "unhealthy")
 				return
 			}
