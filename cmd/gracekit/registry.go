@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -56,7 +57,7 @@ func dial(ctx context.Context, cfg config, oneShot bool) (*registry, context.Con
 	if codec == nil {
 		codec = sd.CuratorCodec{}
 	}
-	r := &registry{chroot: cfg.chroot, base: cfg.basePath, codec: codec, socks: &sockets{dial: dialer}, drained: make(chan struct{})}
+	r := &registry{chroot: cfg.chroot, base: cfg.basePath, codec: codec, socks: newSockets(dialer, cfg.servers), drained: make(chan struct{})}
 	ready := make(chan struct{})
 	authFailed := make(chan struct{})
 	var readyOnce, failOnce sync.Once
@@ -118,6 +119,9 @@ func dial(ctx context.Context, cfg config, oneShot bool) (*registry, context.Con
 			}
 		case <-authFailed:
 			err = fmt.Errorf("gracekit: ZooKeeper refused the credentials of %q", cfg.user)
+		case <-r.socks.allRefused:
+			err = fmt.Errorf("gracekit: every ZooKeeper server refused the connection (tried %v): check -zk / %s and that the ensemble is up",
+				r.socks.tried(), envZKServers)
 		case <-t.C:
 			err = fmt.Errorf("gracekit: no ZooKeeper server of %v gave a session within %v: check -zk / %s and that the ensemble is up",
 				cfg.servers, cfg.timeout, envZKServers)
@@ -167,17 +171,78 @@ func (r *registry) close() {
 }
 
 // sockets is go-zookeeper's dialer with a record of what it dialled, so
-// that close can cut a connection go-zookeeper itself would wait on.
+// that close can cut a connection go-zookeeper itself would wait on, and
+// of which servers refused the connection: when every one did, nobody is
+// listening and waiting for the timeout helps no one (go-zookeeper keeps
+// cycling through them).
 type sockets struct {
 	dial zk.Dialer
 
-	mu     sync.Mutex
-	conns  []net.Conn
-	closed bool
+	mu         sync.Mutex
+	conns      []net.Conn
+	closed     bool
+	want       map[string]bool // the addresses go-zookeeper dials, as it resolves them
+	refused    map[string]bool // refused since the last other outcome
+	allRefused chan struct{}   // closed once every address in want refused
+}
+
+func newSockets(dial zk.Dialer, servers []string) *sockets {
+	s := &sockets{dial: dial, want: map[string]bool{}, refused: map[string]bool{}, allRefused: make(chan struct{})}
+	for _, srv := range servers {
+		host, port, err := net.SplitHostPort(srv)
+		if err != nil {
+			continue
+		}
+		// go-zookeeper's DNSHostProvider dials every address of every host.
+		ips, err := net.LookupIP(host)
+		if err != nil {
+			continue
+		}
+		for _, ip := range ips {
+			s.want[net.JoinHostPort(ip.String(), port)] = true
+		}
+	}
+	return s
+}
+
+// tried lists the addresses that refused, sorted.
+func (s *sockets) tried() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.refused))
+	for a := range s.refused {
+		out = append(out, a)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (s *sockets) note(addr string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil || !errors.Is(err, syscall.ECONNREFUSED) {
+		clear(s.refused)
+		return
+	}
+	s.refused[addr] = true
+	if len(s.want) == 0 {
+		return
+	}
+	for a := range s.want {
+		if !s.refused[a] {
+			return
+		}
+	}
+	select {
+	case <-s.allRefused:
+	default:
+		close(s.allRefused)
+	}
 }
 
 func (s *sockets) dialTimeout(network, addr string, timeout time.Duration) (net.Conn, error) {
 	c, err := s.dial(network, addr, timeout)
+	s.note(addr, err)
 	if err != nil {
 		return nil, err
 	}
