@@ -32,7 +32,7 @@ func requireSet(needs ...required) error {
 	}
 	return &ConfigError{Field: first.field, Env: first.env,
 		Want: "required settings; unset: " + strings.Join(envs, ", ") +
-			" (for a local try: " + strings.Join(examples, " ") + "; README, Configuration)"}
+			" (for a local try: " + strings.Join(examples, " ") + "; see docs/CONFIG.md)"}
 }
 
 // sessionNeeds are what every role needs.
