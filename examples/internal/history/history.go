@@ -253,6 +253,7 @@ func Check(h *History, b Bounds) Report {
 		{CheckStarved, Starved(h, b)},
 		{CheckAgree, Agree(h, b)},
 		{CheckWriteAck, WriteAck(h, t, b)},
+		{CheckAfterDrain, AfterDrain(h, b)},
 	} {
 		r.ByCheck[v.name] = v.r.Checks
 		r.add(v.r)
