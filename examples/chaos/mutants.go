@@ -94,9 +94,9 @@ func biasSteps(name string, r *rand.Rand, sh scheduleShape) []step {
 			step{Kind: kExpireProvider, At: ms(0, 500), Slot: sh.providers})
 	case "nozxid": // the in-process consumers reach a server behind them
 		out = append(out, step{Kind: kStale, At: ms(0, 300), Slot: 0, N: min(3, sh.consumers), For: ms(1500, 2500)})
-	case "ignoredrain": // operator drains under load
+	case "ignoredrain": // operator drains under load, each held past the leave bound
 		for g := range sh.groups {
-			out = append(out, step{Kind: kDrain, At: ms(0, 500), Group: g, Slot: r.IntN(sh.providers), For: ms(3000, 5000)})
+			out = append(out, step{Kind: kDrain, At: ms(0, 500), Group: g, Slot: r.IntN(sh.providers), For: sh.sessionTimeout + history.DefaultBounds.Skew + ms(1500, 2500)}) // past after-drain's bound
 		}
 	case "noreread": // consumers away longer than the bounds while a provider goes
 		long := history.DefaultBounds.Converge + sh.sessionTimeout/2
