@@ -216,7 +216,10 @@ func TestStartWithADuplicateInstanceIDShowsTheConflictBeforeFxGivesUp(t *testing
 	if err := b.Err(); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	// The conflict is waited on until a margin before the deadline; 6 s
+	// leaves the session, listen and serve steps room on a loaded machine
+	// (3 s once timed out before the conflict was read).
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
 	defer cancel()
 	deadline, _ := ctx.Deadline()
 	err = b.Start(ctx)

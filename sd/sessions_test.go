@@ -246,7 +246,13 @@ func TestWatchSessionsSpreadOverTheEnsemble(t *testing.T) {
 	c := zktest.New(t, zktest.Size(3))
 	provider := newClient(t, c, sd.SessionTimeout(4*time.Second))
 	register(t, provider, instance("spread", 7351))
-	const clients = 10
+	// Each Client walks its own shuffled order of the members. Through a
+	// rolling restart of members 1, 2, 3 a session ends on member 1 for 4 of
+	// the 6 orders and on member 2 for 2 of them, so with n Clients a
+	// correct spread still ends on one member with odds (2/3)^n: 1.7% for
+	// 10 Clients (the flake this test had), 5e-6 for 30. A shared order
+	// (no shuffle) ends every session on one member every time.
+	const clients = 30
 	var consumers []*sd.Client
 	for range clients {
 		cl := newClient(t, c, sd.SessionTimeout(4*time.Second))
@@ -261,6 +267,7 @@ func TestWatchSessionsSpreadOverTheEnsemble(t *testing.T) {
 		}
 		return m
 	}
+	testutil.WaitFor(t, "every watch session on a member", func() bool { return where()[""] == 0 })
 	// A rolling restart: each member in turn stops, its sessions move on,
 	// and it comes back.
 	for _, s := range c.Servers {
@@ -280,10 +287,8 @@ func TestWatchSessionsSpreadOverTheEnsemble(t *testing.T) {
 	}
 	m := where()
 	t.Logf("watch sessions by server after a rolling restart: %v", m)
-	for s, n := range m {
-		if n == clients {
-			t.Fatalf("all %d watch sessions herded onto %s", clients, s)
-		}
+	if len(m) < 2 {
+		t.Fatalf("all %d watch sessions herded onto one member: %v", clients, m)
 	}
 }
 

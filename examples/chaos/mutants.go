@@ -96,10 +96,10 @@ func biasSteps(name string, r *rand.Rand, sh scheduleShape) []step {
 		out = append(out, step{Kind: kStale, At: ms(0, 300), Slot: 0, N: min(3, sh.consumers), For: ms(1500, 2500)})
 	case "ignoredrain": // operator drains under load, each held past the leave bound
 		for g := range sh.groups {
-			out = append(out, step{Kind: kDrain, At: ms(0, 500), Group: g, Slot: r.IntN(sh.providers), For: sh.sessionTimeout + history.DefaultBounds.Skew + ms(1500, 2500)}) // past after-drain's bound
+			out = append(out, step{Kind: kDrain, At: ms(0, 500), Group: g, Slot: r.IntN(sh.providers), For: sh.sessionTimeout + robustBounds.Skew + ms(1500, 2500)}) // past after-drain's bound
 		}
 	case "noreread": // consumers away longer than the bounds while a provider goes
-		long := history.DefaultBounds.Converge + sh.sessionTimeout/2
+		long := robustBounds.Converge + sh.sessionTimeout/2
 		out = append(out, step{Kind: kResetLong, At: 0, Slot: 0, For: long}, step{Kind: kBlackholeLong, At: 0, Slot: 1, For: long},
 			step{Kind: kSigterm, At: ms(800, 1200), Group: r.IntN(sh.groups), Slot: r.IntN(sh.providers)})
 	}

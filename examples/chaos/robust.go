@@ -30,10 +30,16 @@ import (
 // published sets are recorded (record.go); then history checks the lot.
 
 const (
-	burstService   = "quote-burst" // the driver's own registrations: bursts and status flips
-	robustTimeout  = 4 * time.Second
-	checkRecovered = 30 * time.Second
+	burstService  = "quote-burst" // the driver's own registrations: bursts and status flips
+	robustTimeout = 4 * time.Second
+	// robustReconnect is the cap of the library's reconnect backoff
+	// (sd's watchRetryMax), which the run's bounds are derived from.
+	robustReconnect = time.Second
+	checkRecovered  = 30 * time.Second
 )
+
+// robustBounds are the bounds every seed is held to, from its timeouts.
+var robustBounds = history.RunBounds(robustTimeout, robustReconnect)
 
 // robustState is one seed's record, beside the driver's processes.
 type robustState struct {
@@ -234,7 +240,7 @@ func runRobust(cfg config) int {
 			return 130
 		}
 		fmt.Printf("ROBUST seed=%d faults=%d checks=%d violations=%d converge=%v leave=%v starve=%v stops=%d traced=%d changes=%d p99=%v max=%v slowest_heal=%v\n",
-			seed, res.faults, res.report.Checks, res.violations, history.DefaultBounds.Converge, res.report.Leave, res.report.Starve, res.report.Stops, res.report.Traced,
+			seed, res.faults, res.report.Checks, res.violations, robustBounds.Converge, res.report.Leave, res.report.Starve, res.report.Stops, res.report.Traced,
 			res.report.Changes.N, res.report.Changes.P99.Round(time.Millisecond), res.report.Changes.Max.Round(time.Millisecond), res.report.Slowest.Round(time.Millisecond))
 		printViolated(seed, res.report.Violations) // mutants.go
 		total.Requests += res.report.Requests
@@ -278,7 +284,7 @@ func (d *driver) robustSeed(ctx context.Context, seed int64) (res seedResult) {
 	if h == nil {
 		h = &history.History{Seed: seed}
 	}
-	res.report = history.Check(h, history.DefaultBounds)
+	res.report = history.Check(h, robustBounds)
 	res.report.Violations = append(res.report.Violations, rs.extra...)
 	res.violations = len(res.report.Violations)
 	res.elapsed = time.Since(begin)
@@ -394,7 +400,7 @@ func (d *driver) robustRun(ctx context.Context, rs *robustState) (*history.Histo
 		}
 	}
 	// Quiet load for the convergence bound, so the last heal is checked.
-	if err := drive.SleepCtx(ctx, history.DefaultBounds.Converge+time.Second); err != nil {
+	if err := drive.SleepCtx(ctx, robustBounds.Converge+time.Second); err != nil {
 		return h, err
 	}
 	for _, rc := range rs.recs {

@@ -167,8 +167,23 @@ type Bounds struct {
 	Starve time.Duration
 }
 
-// DefaultBounds are the bounds `make chaos CHAOS_SEEDS=n` states.
+// DefaultBounds are fixed bounds for histories that carry no timeouts of
+// their own (the validators' unit tests); a robustness run holds itself to
+// RunBounds.
 var DefaultBounds = Bounds{Converge: 10 * time.Second, Reregister: 10 * time.Second, Skew: time.Second}
+
+// RunBounds are the bounds a run with this session timeout and this cap on
+// the library's reconnect backoff is held to (`make chaos CHAOS_SEEDS=n`).
+// After a heal a consumer may wait out one session timeout to learn that
+// its connection is gone, then up to two backoffs (one jittered retry of
+// the watch session, one of the write session) before it reads again;
+// Skew covers the recorders' clocks. A provider whose session expired is
+// registered again within the same bound past its session timeout.
+func RunBounds(sessionTimeout, reconnect time.Duration) Bounds {
+	const skew = time.Second
+	converge := sessionTimeout + 2*reconnect + skew
+	return Bounds{Converge: converge, Reregister: converge, Skew: skew}
+}
 
 // Violation is one thing the history shows broken.
 type Violation struct {

@@ -337,3 +337,16 @@ func TestASetOnTheWayWithinOneReadIsAsNewAsThatRead(t *testing.T) {
 	h.Publishes = append(h.Publishes, pub(7000, "instancer", m("b:1", 0)))
 	only(t, GoingBack(h, NewTruth(h), DefaultBounds), CheckGoingBack, "instancer")
 }
+
+// The run's bounds come from its timeouts: a longer session timeout
+// widens convergence, and the derived bound is tighter than the fixed one
+// it replaced for the chaos run's 4 s session.
+func TestRunBoundsFollowTheTimeouts(t *testing.T) {
+	b := RunBounds(4*time.Second, time.Second)
+	if b.Converge != 7*time.Second || b.Reregister != b.Converge || b.Skew != time.Second {
+		t.Fatalf("RunBounds(4s, 1s) = %+v, want converge 7s, reregister 7s, skew 1s", b)
+	}
+	if longer := RunBounds(10*time.Second, time.Second); longer.Converge <= b.Converge {
+		t.Fatalf("a 10s session timeout gives converge %v, not more than %v", longer.Converge, b.Converge)
+	}
+}
