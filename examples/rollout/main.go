@@ -156,6 +156,7 @@ type config struct {
 	noCrash     bool   // skip the kill -9
 	binDir      string // prebuilt provider, gateway and cachedgw, instead of building
 	svgPath     string // where the timeline chart goes
+	ss          ssConfig
 }
 
 func main() { os.Exit(run()) }
@@ -169,7 +170,7 @@ func logf(format string, args ...any) {
 func parseFlags() config {
 	c := config{preRoll: 1500 * time.Millisecond, preCrash: time.Second, postCrash: 2 * time.Second, postRoll: 0, loadLimit: 75 * time.Second,
 		stopLimit: 20 * time.Second, readyLimit: 30 * time.Second, reqTimeout: 10 * time.Second}
-	modes := flag.String("modes", "graceful,naive,migrate", "modes to run, in order (migrate runs over HTTP only)")
+	modes := flag.String("modes", "graceful,naive,migrate,slowstart", "modes to run, in order (migrate and slowstart run over HTTP only)")
 	transports := flag.String("transport", "http,grpc", "transports to run, in order, each in every mode: http, grpc")
 	flag.IntVar(&c.workers, "workers", 21, "concurrent load workers (going round the consumers)")
 	flag.Int64Var(&c.minRequests, "requests", 5000, "minimum requests per mode")
@@ -179,6 +180,12 @@ func parseFlags() config {
 	flag.StringVar(&c.binDir, "bindir", "", "use the provider, gateway and cachedgw binaries in this directory instead of building them")
 	flag.BoolVar(&c.keep, "keep", false, "keep the temporary directory (binaries, logs) even on success")
 	flag.StringVar(&c.svgPath, "svg", filepath.Join(os.TempDir(), "gracekit-demo.svg"), "where to write the timeline chart (SVG) of every mode")
+	flag.DurationVar(&c.ss.warmup, "ss-warmup", 2*time.Second, "slowstart mode: the providers' -warmup (cold phase)")
+	flag.DurationVar(&c.ss.warmupDelay, "ss-warmup-delay", 50*time.Millisecond, "slowstart mode: the providers' -warmup-delay (a cold call's extra delay at first)")
+	flag.DurationVar(&c.ss.window, "ss-window", 6*time.Second, "slowstart mode: GRACEKIT_SLOW_START_WINDOW of the gateway with slow start on")
+	flag.IntVar(&c.ss.workers, "ss-workers", 12, "slowstart mode: load workers per gateway")
+	flag.DurationVar(&c.ss.settle, "ss-restart-window", 4*time.Second, "slowstart mode: each restart's window lasts this long after the new providers are ready, and the next restart waits for its end")
+	flag.DurationVar(&c.ss.steady, "ss-steady", 3*time.Second, "slowstart mode: steady load before the first restart and after the last window")
 	flag.Parse()
 	for m := range strings.SplitSeq(*modes, ",") {
 		if m = strings.TrimSpace(m); m != "" {
@@ -197,10 +204,15 @@ func parseFlags() config {
 func run() (code int) {
 	cfg := parseFlags()
 	for _, m := range cfg.modes {
-		if m != "graceful" && m != "naive" && m != modeMigrate {
-			fmt.Fprintf(os.Stderr, "rollout: unknown mode %q (want graceful, naive or migrate)\n", m)
+		if m != "graceful" && m != "naive" && m != modeMigrate && m != modeSlowStart {
+			fmt.Fprintf(os.Stderr, "rollout: unknown mode %q (want graceful, naive, migrate or slowstart)\n", m)
 			return 2
 		}
+	}
+	if s := cfg.ss; s.warmup < 0 || s.warmupDelay < 0 || s.window <= 0 || s.workers < 1 || s.settle <= 0 || s.steady <= 0 {
+		fmt.Fprintf(os.Stderr, "rollout: invalid slowstart flags -ss-warmup %v -ss-warmup-delay %v -ss-window %v -ss-workers %d -ss-restart-window %v -ss-steady %v (want the durations positive, the warm-ups zero or more, and at least 1 worker)\n",
+			s.warmup, s.warmupDelay, s.window, s.workers, s.settle, s.steady)
+		return 2
 	}
 	for _, t := range cfg.transports {
 		if t != transportHTTP && t != transportGRPC {
@@ -278,6 +290,11 @@ func run() (code int) {
 			code = 1
 		}
 	}
+	for _, r := range results {
+		for _, n := range ssNotes(r) {
+			fmt.Fprintf(os.Stderr, "rollout: mode %s: note: %s\n", r.Mode, n)
+		}
+	}
 	if path, err := writeChart(cfg.svgPath, results); err != nil {
 		fmt.Fprintln(os.Stderr, "rollout: the timeline chart:", err)
 		code = 1
@@ -347,10 +364,16 @@ func (d *driver) run(ctx context.Context) ([]*modeResult, error) {
 	var results []*modeResult
 	for _, tr := range d.cfg.transports {
 		for _, mode := range d.cfg.modes {
-			if mode == modeMigrate && tr != transportHTTP {
-				continue // go-kit's sd/zk registrations name HTTP instances here
+			if (mode == modeMigrate || mode == modeSlowStart) && tr != transportHTTP {
+				continue // go-kit's sd/zk registrations name HTTP instances here; slow start is shown once
 			}
-			r, err := d.runMode(ctx, tr, mode)
+			var r *modeResult
+			var err error
+			if mode == modeSlowStart {
+				r, err = d.runSlowStart(ctx)
+			} else {
+				r, err = d.runMode(ctx, tr, mode)
+			}
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", modeTag(tr, mode), err)
 			}
@@ -779,6 +802,7 @@ func (d *driver) runMode(ctx context.Context, transport, mode string) (res *mode
 	samples := ld.all()
 	res.summarize(samples, ld.stoppedAt.Sub(ld.started), names, led, crash)
 	res.Timeline = newTimeline(tag, names, loadStart, samples, marks)
+	res.Timeline.FailedN, res.Timeline.CrashFailedN = res.Failed(), res.CrashFailed()
 	if res.Drain != nil {
 		res.Drain.count(samples)
 		res.DrainNames = names
@@ -862,6 +886,8 @@ var retryMetric = map[string]string{
 	consumerGoKit:    "gateway_retries_total",
 	consumerCached:   "cachedgw_retries_total",
 	consumerGRPCGo:   "gateway_retries_total",
+	consumerSSOn:     "gateway_retries_total",
+	consumerSSOff:    "gateway_retries_total",
 }
 
 // scrapeRetries returns the retries a consumer counts in its /metrics, by

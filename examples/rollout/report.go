@@ -162,6 +162,11 @@ type modeResult struct {
 	// DrainNames are the consumers its counts are by.
 	Drain      *drainInfo
 	DrainNames []string
+	// SlowStart is the slowstart mode's figures, one per consumer, nil in
+	// other modes; SSWindow is how long each restart window lasts after
+	// the restarted providers are ready.
+	SlowStart []ssFigures
+	SSWindow  time.Duration
 }
 
 // Requests etc. are the totals of every consumer.
@@ -295,6 +300,9 @@ func (r *modeResult) grpc() bool { return r.Transport == transportGRPC }
 // names its transport after the mode, an HTTP mode's names none.
 // An invalid mode's line ends with " invalid=1".
 func resultLine(r *modeResult) string {
+	if r.SlowStart != nil {
+		return strings.Join(ssLines(r), "\n")
+	}
 	mode := r.Mode
 	if r.grpc() {
 		mode += " transport=" + transportGRPC
@@ -326,14 +334,14 @@ func verdict(r *modeResult) string {
 			}
 		}
 	}
-	if (r.Mode == "graceful" || r.Mode == modeMigrate) && (r.Failed() > 0 || r.Duplicated() > 0) {
+	if (r.Mode == "graceful" || r.Mode == modeMigrate || r.Mode == modeSlowStart) && (r.Failed() > 0 || r.Duplicated() > 0) {
 		why = append(why, fmt.Sprintf("%s mode failed %d and duplicated %d of %d requests", r.Mode, r.Failed(), r.Duplicated(), r.Requests()))
 	}
 	if r.Mode == "naive" && r.Failed()+r.Duplicated() == 0 {
 		why = append(why, "naive mode showed no harm (failed=0 duplicated=0)")
 	}
 	for _, c := range r.Consumers {
-		if c.Name == consumerGracekit && c.Duplicated+c.CrashResent > 0 {
+		if (c.Name == consumerGracekit || c.Name == consumerSSOn || c.Name == consumerSSOff) && c.Duplicated+c.CrashResent > 0 {
 			why = append(why, fmt.Sprintf("the gracekit gateway executed %d orders twice", c.Duplicated+c.CrashResent))
 		}
 	}

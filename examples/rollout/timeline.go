@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"time"
 )
 
@@ -29,13 +30,23 @@ type timeline struct {
 	// that completed in second s of the load.
 	Requests [][]int
 	Failed   [][]int
-	Marks    []mark
+	// P99[c][s] is the p99 latency of consumer c's requests that completed
+	// in second s (0 when none did).
+	P99   [][]time.Duration
+	Marks []mark
+	// Latency draws P99 instead of Requests (the slowstart mode); Windows
+	// shades its restart windows, as offsets from the start.
+	Latency bool
+	Windows [][2]time.Duration
+	// FailedN and CrashFailedN are the headline's counts: the failures
+	// the mode counts as failed, and those of its kill -9 window.
+	FailedN, CrashFailedN int
 }
 
 // newTimeline buckets samples by the second they completed in, from start.
 func newTimeline(title string, names []string, start time.Time, samples []sample, marks []mark) *timeline {
 	tl := &timeline{Title: title, Consumers: names, Marks: marks,
-		Requests: make([][]int, len(names)), Failed: make([][]int, len(names))}
+		Requests: make([][]int, len(names)), Failed: make([][]int, len(names)), P99: make([][]time.Duration, len(names))}
 	secs := 0
 	for _, s := range samples {
 		secs = max(secs, second(s.at.Add(s.latency).Sub(start))+1)
@@ -43,8 +54,10 @@ func newTimeline(title string, names []string, start time.Time, samples []sample
 	for _, m := range marks {
 		secs = max(secs, second(m.At)+1)
 	}
+	lat := make([][][]time.Duration, len(names))
 	for c := range names {
-		tl.Requests[c], tl.Failed[c] = make([]int, secs), make([]int, secs)
+		tl.Requests[c], tl.Failed[c], tl.P99[c] = make([]int, secs), make([]int, secs), make([]time.Duration, secs)
+		lat[c] = make([][]time.Duration, secs)
 	}
 	for _, s := range samples {
 		if s.consumer < 0 || s.consumer >= len(names) {
@@ -52,8 +65,16 @@ func newTimeline(title string, names []string, start time.Time, samples []sample
 		}
 		i := second(s.at.Add(s.latency).Sub(start))
 		tl.Requests[s.consumer][i]++
+		lat[s.consumer][i] = append(lat[s.consumer][i], s.latency)
 		if s.failed {
 			tl.Failed[s.consumer][i]++
+			tl.FailedN++ // summarize's split, when known, replaces it
+		}
+	}
+	for c := range lat {
+		for i, l := range lat[c] {
+			slices.Sort(l)
+			tl.P99[c][i] = percentile(l, 99)
 		}
 	}
 	return tl
