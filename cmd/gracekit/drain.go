@@ -77,6 +77,9 @@ func runDrain(undrain bool) func(context.Context, []string, io.Writer, io.Writer
 			data, stat, err := reg.conn.Get(reg.full(p))
 			switch {
 			case errors.Is(err, zk.ErrNoNode):
+				if err := reg.checkService(ctx, service); err != nil {
+					return fail(stderr, err) // no such service: a typo in its name, likelier than in the id
+				}
 				return fail(stderr, &usageError{fmt.Sprintf("%s: no instance %q in service %q (no node %s): gracekit ls %s lists its ids", name, id, service, p, service)})
 			case errors.Is(err, zk.ErrNoAuth):
 				return fail(stderr, fmt.Errorf("gracekit: %s: may not read %s (its ACL): give -auth / %s the registry's credentials", name, p, envZKAuth))

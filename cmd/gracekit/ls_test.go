@@ -98,13 +98,11 @@ func TestLsShowsWhatGracekitRegistered(t *testing.T) {
 			}
 		}
 	})
-	t.Run("a service with no node is empty, not an error", func(t *testing.T) {
-		got := lsJSON(t, on(c, base, "ls", "nobody")...)
-		if len(got.Services) != 1 || got.Services[0].Exists || len(got.Services[0].Instances) != 0 {
-			t.Fatalf("%+v", got.Services)
-		}
-		if code, out, _ := gk(t, on(c, base, "ls", "nobody")...); code != exitOK || !strings.Contains(out, "no node "+base+"/nobody") {
-			t.Fatalf("exit %d:\n%s", code, out)
+	t.Run("a service with no node exits 1 and names those there", func(t *testing.T) {
+		code, out, stderr := gk(t, on(c, base, "ls", "nobody", "-o", "json")...)
+		want := `gracekit: no service "nobody" under ` + base + ` (services there: orders, quote)`
+		if code != exitNoService || strings.TrimSpace(stderr) != want || out != "" {
+			t.Fatalf("exit %d, stdout %q, stderr %q; want exit 1 and %q", code, out, stderr, want)
 		}
 	})
 	t.Run("a node that is not an instance is listed as such", func(t *testing.T) {

@@ -9,8 +9,9 @@
 //
 // It reads the library's GRACEKIT_ZK_SERVERS, GRACEKIT_ZK_SESSION_TIMEOUT,
 // GRACEKIT_ZK_AUTH and GRACEKIT_BASE_PATH, which flags override. Every
-// command takes -o json. Exit status: 0 ok, 1 findings (check), 2 usage or
-// connection errors, 3 drain refused (nothing changed). See README.md beside this file for the output formats.
+// command takes -o json. Exit status: 0 ok, 1 findings (check) or a named
+// service that does not exist, 2 usage or connection errors, 3 drain
+// refused (nothing changed). See README.md beside this file for the output formats.
 //
 // Install it with
 //
@@ -41,7 +42,11 @@ func main() {
 const (
 	exitOK       = 0
 	exitFindings = 1 // check found something
-	exitUsage    = 2 // bad usage, bad configuration, or ZooKeeper unreachable
+	// exitNoService: a service named on the command line has no node. It
+	// shares 1 with findings: the registry is not what was asked about,
+	// where 2 says the command could not look.
+	exitNoService = 1
+	exitUsage     = 2 // bad usage, bad configuration, or ZooKeeper unreachable
 	// exitRefused (3, drain.go): drain refused (-min-up, or a node it cannot mark); nothing changed
 )
 
@@ -49,7 +54,8 @@ const usageText = `usage: gracekit <command> [flags] [args]
 
 commands:
   ls [service]       list services and instances (address, port, status, registration, owner session)
-  watch [service]    print changes to a service's instances (or every service's) as they happen, until SIGINT or -for
+  watch [service]    print changes to a service's instances (or every service's) as they happen, until SIGINT or -for;
+                     a missing service exits 1 unless -wait, which waits for it
   check [service]    lint the registry; exit 1 on findings
   drain <service> <id>    take an instance out of rotation (OUT_OF_SERVICE, drained_by=operator) until undrained;
                           refuses to leave fewer than -min-up (default 1) instances UP unless -force
@@ -72,6 +78,9 @@ what a drain reaches, by layout:
   go-kit nodes: no status: drain -delete removes the node, back when its provider registers again
   gracekit's go-kit twins: drain the instance's Curator node; the twin follows it
   plain host:port nodes: no status; stop the instance instead
+
+exit status: 0 done, 1 check found something or a named service does not exist
+(watch -wait waits for it), 2 usage, configuration or connection error, 3 drain refused
 
 "gracekit <command> -h" lists a command's own flags.
 `
@@ -131,12 +140,16 @@ type usageError struct{ msg string }
 
 func (e *usageError) Error() string { return "gracekit: " + e.msg }
 
-// fail prints err and returns its exit status: exitUsage for anything that
-// stopped the command before it could look at the whole registry.
+// fail prints err and returns its exit status: exitNoService for a named
+// service that does not exist, exitUsage for anything else that stopped
+// the command before it could look at the whole registry.
 func fail(stderr io.Writer, err error) int {
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
 	}
 	fmt.Fprintln(stderr, err)
+	if ns := (*noServiceError)(nil); errors.As(err, &ns) {
+		return exitNoService
+	}
 	return exitUsage
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"path"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -459,12 +460,15 @@ func firstErr(errs []error) error {
 	return nil
 }
 
-// scan reads the services named, or every service when none is.
+// scan reads the services named, or every service when none is. A named
+// service without a node is a noServiceError: a typo would otherwise read
+// as a clean, empty service.
 func (r *registry) scan(ctx context.Context, services []string, acl bool) ([]serviceScan, error) {
 	if err := r.checkBase(ctx); err != nil {
 		return nil, err
 	}
-	if len(services) == 0 {
+	named := len(services) > 0
+	if !named {
 		var err error
 		if services, err = r.listServices(ctx); err != nil {
 			return nil, err
@@ -476,9 +480,82 @@ func (r *registry) scan(ctx context.Context, services []string, acl bool) ([]ser
 		if err != nil {
 			return nil, err
 		}
+		if named && !s.exists {
+			return nil, r.noService(ctx, svc)
+		}
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// noServiceError is a named service that has no node under the base path.
+// It exits exitNoService, not exitUsage: the command line was right, the
+// registry holds no such service (or no longer: Curator's container
+// parents go with their last instance).
+type noServiceError struct {
+	service, base, chroot string
+	there                 []string // the services that do exist, sorted
+	listErr               error    // why they could not be listed (the base path's ACL)
+	hint                  string   // what else to do, for the command at hand
+}
+
+// noServiceListed bounds the services the error names: a registry of
+// thousands would bury the message.
+const noServiceListed = 20
+
+func (e *noServiceError) Error() string {
+	where := e.base
+	if e.chroot != "" {
+		where += " (chroot " + e.chroot + ")"
+	}
+	var there string
+	switch n := len(e.there); {
+	case e.listErr != nil:
+		there = "the services there cannot be listed: " + e.listErr.Error()
+	case n == 0:
+		there = "no services there"
+	case n > noServiceListed:
+		there = fmt.Sprintf("services there: %s and %d more; gracekit ls lists them", strings.Join(e.there[:noServiceListed], ", "), n-noServiceListed)
+	default:
+		there = "services there: " + strings.Join(e.there, ", ")
+	}
+	msg := fmt.Sprintf("gracekit: no service %q under %s (%s)", e.service, where, there)
+	if e.hint != "" {
+		msg += ": " + e.hint
+	}
+	return msg
+}
+
+// noService is the noServiceError for service, with the services that
+// exist. A base path the session may not list still gives it, saying so;
+// a lost connection is the error instead.
+func (r *registry) noService(ctx context.Context, service string) error {
+	e := &noServiceError{service: service, base: r.base, chroot: r.chroot}
+	names, _, err := r.conn.Children(r.full(r.base))
+	switch {
+	case err == nil:
+		slices.Sort(names)
+		e.there = names
+	case errors.Is(err, zk.ErrNoNode): // went meanwhile: none there
+	case nodeError(err) && ctx.Err() == nil:
+		e.listErr = err
+	default:
+		return wrap(ctx, "list", r.base, err)
+	}
+	return e
+}
+
+// checkService returns a noServiceError when service has no node.
+func (r *registry) checkService(ctx context.Context, service string) error {
+	p := r.serviceDir(service)
+	ok, _, err := r.conn.Exists(r.full(p))
+	if err != nil {
+		return wrap(ctx, "look up", p, err)
+	}
+	if !ok {
+		return r.noService(ctx, service)
+	}
+	return nil
 }
 
 // silent is a go-zookeeper logger that prints nothing: the tool reports

@@ -61,6 +61,7 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.SetOutput(stderr)
 	common := addCommonFlags(fs)
 	forD := fs.Duration("for", 0, "stop after this long (default: until SIGINT)")
+	wait := fs.Bool("wait", false, "wait for a service (or the base path) that does not exist yet, a provider about to start, instead of exiting 1 (2 for the base path)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: gracekit watch [flags] [service]")
 		fs.PrintDefaults()
@@ -93,17 +94,26 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		_, err := fmt.Fprintln(stdout, watchText(ev))
 		return err
 	}
+	// With -wait, the base path and the service may appear later (a
+	// provider about to start); a chroot that does not exist is a typo
+	// either way. Without it they must exist, as for ls.
+	check := reg.checkBase
+	if *wait {
+		check = reg.checkChroot
+	}
+	if err := check(ctx); err != nil {
+		return fail(stderr, err)
+	}
 	if len(pos) == 0 {
-		// Every service: the base path must exist, as for ls.
-		if err := reg.checkBase(ctx); err != nil {
-			return fail(stderr, err)
-		}
 		err = newAllWatcher(reg, out).run(ctx)
 	} else {
-		// One service may appear later, its base path with it; a chroot
-		// that does not exist is a typo.
-		if err := reg.checkChroot(ctx); err != nil {
-			return fail(stderr, err)
+		if !*wait {
+			if err := reg.checkService(ctx, pos[0]); err != nil {
+				if ns := (*noServiceError)(nil); errors.As(err, &ns) {
+					ns.hint = "give -wait to watch it until it appears"
+				}
+				return fail(stderr, err)
+			}
 		}
 		w := newWatcher(reg, pos[0])
 		w.out = out
@@ -198,10 +208,7 @@ func (a *allWatcher) run(ctx context.Context) error {
 		}
 		if relist {
 			// Each call arms a watch; go-zookeeper fires them all at once.
-			names, _, _, err := a.reg.conn.ChildrenW(a.full)
-			if errors.Is(err, zk.ErrNoNode) { // a container base path went with its last service
-				_, _, _, err = a.reg.conn.ExistsW(a.full)
-			}
+			names, err := a.list()
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil
@@ -245,6 +252,24 @@ func (a *allWatcher) run(ctx context.Context) error {
 			return err
 		case <-a.wake:
 		}
+	}
+}
+
+// list lists the services, arming a children watch on the base path, or
+// an exists watch while it is missing (a container base path goes with its
+// last service; watch -wait starts before it exists).
+func (a *allWatcher) list() ([]string, error) {
+	for {
+		names, _, _, err := a.reg.conn.ChildrenW(a.full)
+		if !errors.Is(err, zk.ErrNoNode) {
+			return names, err
+		}
+		ok, _, _, err := a.reg.conn.ExistsW(a.full)
+		if err != nil || !ok {
+			return nil, err
+		}
+		// Created between the two calls: the exists call armed only a data
+		// watch, which no new service fires, so list it.
 	}
 }
 

@@ -173,8 +173,9 @@ func TestWatchPrintsChangesLive(t *testing.T) {
 	}
 }
 
-// A service that does not exist yet (Curator's parents come and go with
-// their instances) is watched until it appears.
+// With -wait, a service that does not exist yet (a provider about to
+// start; Curator's parents come and go with their instances) is watched
+// until it appears.
 func TestWatchWaitsForAServiceToAppearAndPrintsText(t *testing.T) {
 	c := zkServer(t)
 	base := basePath("watch-text")
@@ -182,7 +183,7 @@ func TestWatchWaitsForAServiceToAppearAndPrintsText(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, on(c, base, "watch", "fresh"), &out, &errs) }()
+	go func() { done <- run(ctx, on(c, base, "watch", "fresh", "-wait"), &out, &errs) }()
 	testutil.WaitFor(t, "the watching line", func() bool {
 		l := out.all()
 		return len(l) > 0 && strings.Contains(l[0], "watching") && strings.Contains(l[0], "0 instances")
@@ -216,7 +217,7 @@ func TestWatchForEndsOnItsOwn(t *testing.T) {
 	done := make(chan int, 1)
 	var out, errs lines
 	go func() {
-		done <- run(context.Background(), on(c, basePath("watch-for"), "watch", "quote", "-for", "300ms"), &out, &errs)
+		done <- run(context.Background(), on(c, basePath("watch-for"), "watch", "quote", "-wait", "-for", "300ms"), &out, &errs)
 	}()
 	select {
 	case code := <-done:
