@@ -60,23 +60,36 @@ type checkLimits struct {
 	ratio     float64
 }
 
-func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// checkFlags are check's flags, built apart from runCheck so that
+// help_test.go can hold the help text to them.
+type checkFlags struct {
+	common              *commonFlags
+	lim                 checkLimits
+	ignore, curatorBase string
+}
+
+func newCheckFlags(stderr io.Writer) (*flag.FlagSet, *checkFlags) {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	common := addCommonFlags(fs)
-	lim := checkLimits{}
-	fs.IntVar(&lim.maxBuffer, "max-buffer", DefaultMaxBuffer, "the clients' jute.maxbuffer in bytes")
-	fs.Float64Var(&lim.ratio, "buffer-ratio", 0.75, "report a children list larger than this share of -max-buffer")
-	ignore := fs.String("ignore", "", "comma-separated finding kinds not to report: "+strings.Join(findingKinds, ", "))
-	curatorBase := fs.String("curator-base", "", "where the Curator nodes of go-kit twins are, when the twins stand apart under a go-kit path (default: -base-path)")
+	f := &checkFlags{common: addCommonFlags(fs)}
+	fs.IntVar(&f.lim.maxBuffer, "max-buffer", DefaultMaxBuffer, "the clients' jute.maxbuffer in bytes")
+	fs.Float64Var(&f.lim.ratio, "buffer-ratio", 0.75, "report a children list larger than this share of -max-buffer")
+	fs.StringVar(&f.ignore, "ignore", "", "comma-separated finding kinds not to report: "+strings.Join(findingKinds, ", "))
+	fs.StringVar(&f.curatorBase, "curator-base", "", "where the Curator nodes of go-kit twins are, when the twins stand apart under a go-kit path (default: -base-path)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: gracekit check [flags] [service]")
 		fs.PrintDefaults()
 	}
-	pos, cfg, err := parseCommand(fs, common, args, 0, 1)
+	return fs, f
+}
+
+func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs, f := newCheckFlags(stderr)
+	pos, cfg, err := parseCommand(fs, f.common, args, 0, 1)
 	if err != nil {
 		return fail(stderr, err)
 	}
+	lim, ignore, curatorBase := f.lim, &f.ignore, &f.curatorBase
 	if lim.maxBuffer < 1 || lim.ratio <= 0 || lim.ratio > 1 {
 		return fail(stderr, &usageError{fmt.Sprintf("-max-buffer %d / -buffer-ratio %v: want a positive size and a ratio in (0, 1]", lim.maxBuffer, lim.ratio)})
 	}

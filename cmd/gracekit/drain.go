@@ -20,6 +20,34 @@ import (
 // registry is unchanged.
 const exitRefused = 3
 
+// drainFlags are drain's (or undrain's) flags, built apart from runDrain so
+// that help_test.go can hold the help text to them.
+type drainFlags struct {
+	common     *commonFlags
+	minUp      int
+	force, del bool
+}
+
+func newDrainFlags(undrain bool, stderr io.Writer) (*flag.FlagSet, *drainFlags) {
+	name, help := "drain", drainHelp+drainOnlyHelp
+	if undrain {
+		name, help = "undrain", drainHelp
+	}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	f := &drainFlags{common: addCommonFlags(fs)}
+	if !undrain {
+		fs.IntVar(&f.minUp, "min-up", 1, "refuse when the drain would leave fewer instances of the service UP than this")
+		fs.BoolVar(&f.force, "force", false, "drain even below -min-up")
+		fs.BoolVar(&f.del, "delete", false, "drain a go-kit node (which has no status) by deleting it: it comes back only when its provider registers again")
+	}
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: gracekit %s [flags] <service> <id>\n\n%s\n", name, help)
+		fs.PrintDefaults()
+	}
+	return fs, f
+}
+
 // runDrain is gracekit drain and gracekit undrain: a version-checked
 // setData of the instance's node with sd.Drain's marker (or without it),
 // which changes only the metadata keys the drain owns. It never creates a
@@ -31,24 +59,12 @@ func runDrain(undrain bool) func(context.Context, []string, io.Writer, io.Writer
 		name = "undrain"
 	}
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-		fs := flag.NewFlagSet(name, flag.ContinueOnError)
-		fs.SetOutput(stderr)
-		common := addCommonFlags(fs)
-		var minUp int
-		var force, del bool
-		if !undrain {
-			fs.IntVar(&minUp, "min-up", 1, "refuse when the drain would leave fewer instances of the service UP than this")
-			fs.BoolVar(&force, "force", false, "drain even below -min-up")
-			fs.BoolVar(&del, "delete", false, "drain a go-kit node (which has no status) by deleting it: it comes back only when its provider registers again")
-		}
-		fs.Usage = func() {
-			fmt.Fprintf(stderr, "usage: gracekit %s [flags] <service> <id>\n\n%s\n", name, drainHelp)
-			fs.PrintDefaults()
-		}
-		pos, cfg, err := parseCommand(fs, common, args, 2, 2)
+		fs, f := newDrainFlags(undrain, stderr)
+		pos, cfg, err := parseCommand(fs, f.common, args, 2, 2)
 		if err != nil {
 			return fail(stderr, err)
 		}
+		minUp, force, del := f.minUp, f.force, f.del
 		if minUp < 0 {
 			return fail(stderr, &usageError{fmt.Sprintf("-min-up %d: want 0 or more", minUp)})
 		}
@@ -150,7 +166,11 @@ const drainHelp = `What a drain reaches depends on the node's layout:
     the node; it comes back only when its provider registers again (restart it).
   gracekit's go-kit twin (gokit~<id>): drain the instance's Curator node <id>;
     the twin follows it.
-  plain host:port nodes: no status; stop the instance instead.
+  plain host:port nodes: no status; stop the instance instead.`
+
+// drainOnlyHelp is the part of drain's help about its own flags, which
+// undrain does not take.
+const drainOnlyHelp = `
 A drain refuses to leave fewer than -min-up instances UP (-force overrides).`
 
 // refuse prints why drain changed nothing and returns exitRefused.

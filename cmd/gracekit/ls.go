@@ -86,15 +86,28 @@ type lsInstance struct {
 	TwinOf string `json:"twin_of,omitempty"`
 }
 
-func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// lsFlags are ls's flags, built apart from runLs so that help_test.go can
+// hold the help text to them.
+type lsFlags struct {
+	common *commonFlags
+	status string
+}
+
+func newLsFlags(stderr io.Writer) (*flag.FlagSet, *lsFlags) {
 	fs := flag.NewFlagSet("ls", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	common := addCommonFlags(fs)
-	status := fs.String("status", "", "list only the instances with this status: UP, OUT_OF_SERVICE, MALFORMED or UNREADABLE")
+	f := &lsFlags{common: addCommonFlags(fs)}
+	fs.StringVar(&f.status, "status", "", "list only the instances with this status: UP, OUT_OF_SERVICE, MALFORMED or UNREADABLE")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: gracekit ls [flags] [service]")
 		fs.PrintDefaults()
 	}
+	return fs, f
+}
+
+func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs, f := newLsFlags(stderr)
+	common, status := f.common, &f.status
 	pos, cfg, err := parseCommand(fs, common, args, 0, 1)
 	if err != nil {
 		return fail(stderr, err)

@@ -52,13 +52,26 @@ const (
 
 const usageText = `usage: gracekit <command> [flags] [args]
 
-commands:
+commands, each with its own flags:
   ls [service]       list services and instances (address, port, status, registration, owner session)
+    -status UP|OUT_OF_SERVICE|MALFORMED|UNREADABLE
+                     list only the instances with this status
   watch [service]    print changes to a service's instances (or every service's) as they happen, until SIGINT or -for;
                      a missing service exits 1 unless -wait, which waits for it
+    -for duration    stop after this long (default: until SIGINT)
+    -wait            wait for a service (or the base path) that does not exist yet instead of exiting 1 (2 for the base path)
   check [service]    lint the registry; exit 1 on findings
-  drain <service> <id>    take an instance out of rotation (OUT_OF_SERVICE, drained_by=operator) until undrained;
-                          refuses to leave fewer than -min-up (default 1) instances UP unless -force
+    -ignore kind,... finding kinds not to report: malformed, unreadable, not-ephemeral, duplicate-address,
+                     open-acl, children-size, orphan-twin
+    -max-buffer int  the clients' jute.maxbuffer in bytes (default 1048575)
+    -buffer-ratio float
+                     report a children list larger than this share of -max-buffer (default 0.75)
+    -curator-base string
+                     where the Curator nodes of go-kit twins are, when they stand apart (default: -base-path)
+  drain <service> <id>    take an instance out of rotation (OUT_OF_SERVICE, drained_by=operator) until undrained
+    -min-up int      refuse to leave fewer instances of the service UP than this (default 1)
+    -force           drain even below -min-up
+    -delete          drain a go-kit node (no status) by deleting it: back when its provider registers again
   undrain <service> <id>  bring a drained instance back, with the status it had before the drain
 
 common flags (each defaults to the library's environment variable):

@@ -56,16 +56,30 @@ type watchEvent struct {
 	Instances *int   `json:"instances,omitempty"` // for "watching" and "connected"
 }
 
-func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// watchFlags are watch's flags, built apart from runWatch so that
+// help_test.go can hold the help text to them.
+type watchFlags struct {
+	common *commonFlags
+	forD   time.Duration
+	wait   bool
+}
+
+func newWatchFlags(stderr io.Writer) (*flag.FlagSet, *watchFlags) {
 	fs := flag.NewFlagSet("watch", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	common := addCommonFlags(fs)
-	forD := fs.Duration("for", 0, "stop after this long (default: until SIGINT)")
-	wait := fs.Bool("wait", false, "wait for a service (or the base path) that does not exist yet, a provider about to start, instead of exiting 1 (2 for the base path)")
+	f := &watchFlags{common: addCommonFlags(fs)}
+	fs.DurationVar(&f.forD, "for", 0, "stop after this long (default: until SIGINT)")
+	fs.BoolVar(&f.wait, "wait", false, "wait for a service (or the base path) that does not exist yet, a provider about to start, instead of exiting 1 (2 for the base path)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: gracekit watch [flags] [service]")
 		fs.PrintDefaults()
 	}
+	return fs, f
+}
+
+func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs, f := newWatchFlags(stderr)
+	common, forD, wait := f.common, &f.forD, &f.wait
 	pos, cfg, err := parseCommand(fs, common, args, 0, 1)
 	if err != nil {
 		return fail(stderr, err)
