@@ -801,7 +801,7 @@ func (d *driver) runMode(ctx context.Context, transport, mode string) (res *mode
 	}
 	samples := ld.all()
 	res.summarize(samples, ld.stoppedAt.Sub(ld.started), names, led, crash)
-	res.Timeline = newTimeline(tag, names, loadStart, samples, marks)
+	res.Timeline = newTimeline(tag, names, loadStart, samples, marks, crash)
 	res.Timeline.FailedN, res.Timeline.CrashFailedN = res.Failed(), res.CrashFailed()
 	if res.Drain != nil {
 		res.Drain.count(samples)

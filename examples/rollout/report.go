@@ -106,6 +106,13 @@ type crashInfo struct {
 	At   time.Time // when it was killed
 }
 
+// explains tells whether the crash is why sample s failed: its last
+// attempt went to the crashed address and it ended at or after the kill.
+// The RESULT lines' crash_failed and the chart's bars both count by it.
+func (c *crashInfo) explains(s sample) bool {
+	return c != nil && s.failed && s.upstream == c.Addr && !s.at.Add(s.latency).Before(c.At)
+}
+
 // consumerResult is what one consumer (gateway) of a mode got.
 type consumerResult struct {
 	Name       string
@@ -220,7 +227,7 @@ func (r *modeResult) summarize(samples []sample, elapsed time.Duration, names []
 		}
 		if s.failed {
 			switch {
-			case crash != nil && s.upstream == crash.Addr && !s.at.Add(s.latency).Before(crash.At):
+			case crash.explains(s):
 				if s.at.After(crash.At) {
 					c.CrashAfter++
 				} else {

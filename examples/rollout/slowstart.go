@@ -352,7 +352,7 @@ func (d *driver) runSlowStart(ctx context.Context) (res *modeResult, err error) 
 		stoppedAt = loads[1].stoppedAt
 	}
 	res.summarize(samples, stoppedAt.Sub(loadStart), names, led, nil)
-	res.Timeline = newTimeline(tag, names, loadStart, samples, marks)
+	res.Timeline = newTimeline(tag, names, loadStart, samples, marks, nil)
 	res.Timeline.Latency = true
 	res.Timeline.FailedN = res.Failed()
 	for _, w := range windows {

@@ -27,15 +27,18 @@ type timeline struct {
 	Title     string
 	Consumers []string
 	// Requests[c][s] and Failed[c][s] count the requests of consumer c
-	// that completed in second s of the load.
-	Requests [][]int
-	Failed   [][]int
+	// that completed in second s of the load; CrashFailed[c][s] counts
+	// those of its failures the kill -9 explains (crashInfo.explains), which
+	// Failed leaves out, as the RESULT lines do.
+	Requests    [][]int
+	Failed      [][]int
+	CrashFailed [][]int
 	// P99[c][s] is the p99 latency of consumer c's requests that completed
 	// in second s (0 when none did).
 	P99   [][]time.Duration
 	Marks []mark
 	// Latency draws P99 instead of Requests (the slowstart mode); Windows
-	// shades its restart windows, as offsets from the start.
+	// are its restart windows, as offsets from the start, shaded.
 	Latency bool
 	Windows [][2]time.Duration
 	// FailedN and CrashFailedN are the headline's counts: the failures
@@ -43,10 +46,11 @@ type timeline struct {
 	FailedN, CrashFailedN int
 }
 
-// newTimeline buckets samples by the second they completed in, from start.
-func newTimeline(title string, names []string, start time.Time, samples []sample, marks []mark) *timeline {
-	tl := &timeline{Title: title, Consumers: names, Marks: marks,
-		Requests: make([][]int, len(names)), Failed: make([][]int, len(names)), P99: make([][]time.Duration, len(names))}
+// newTimeline buckets samples by the second they completed in, from start;
+// crash, when not nil, is the provider killed under load.
+func newTimeline(title string, names []string, start time.Time, samples []sample, marks []mark, crash *crashInfo) *timeline {
+	tl := &timeline{Title: title, Consumers: names, Marks: marks, Requests: make([][]int, len(names)),
+		Failed: make([][]int, len(names)), CrashFailed: make([][]int, len(names)), P99: make([][]time.Duration, len(names))}
 	secs := 0
 	for _, s := range samples {
 		secs = max(secs, second(s.at.Add(s.latency).Sub(start))+1)
@@ -56,7 +60,8 @@ func newTimeline(title string, names []string, start time.Time, samples []sample
 	}
 	lat := make([][][]time.Duration, len(names))
 	for c := range names {
-		tl.Requests[c], tl.Failed[c], tl.P99[c] = make([]int, secs), make([]int, secs), make([]time.Duration, secs)
+		tl.Requests[c], tl.Failed[c], tl.CrashFailed[c] = make([]int, secs), make([]int, secs), make([]int, secs)
+		tl.P99[c] = make([]time.Duration, secs)
 		lat[c] = make([][]time.Duration, secs)
 	}
 	for _, s := range samples {
@@ -66,9 +71,13 @@ func newTimeline(title string, names []string, start time.Time, samples []sample
 		i := second(s.at.Add(s.latency).Sub(start))
 		tl.Requests[s.consumer][i]++
 		lat[s.consumer][i] = append(lat[s.consumer][i], s.latency)
-		if s.failed {
+		switch {
+		case crash.explains(s):
+			tl.CrashFailed[s.consumer][i]++
+			tl.CrashFailedN++
+		case s.failed:
 			tl.Failed[s.consumer][i]++
-			tl.FailedN++ // summarize's split, when known, replaces it
+			tl.FailedN++
 		}
 	}
 	for c := range lat {
@@ -100,13 +109,25 @@ func writeChart(path string, results []*modeResult) (string, error) {
 		if r.Timeline == nil {
 			continue
 		}
-		i, ok := row[r.Transport]
+		// graceful beside naive, a row per transport; the scenarios run
+		// once (migrate, slowstart) share a last row, so the chart stays
+		// two panels wide.
+		key := r.Transport
+		if r.Mode == modeMigrate || r.Mode == modeSlowStart {
+			key = "once"
+		}
+		i, ok := row[key]
 		if !ok {
 			i = len(rows)
-			row[r.Transport] = i
+			row[key] = i
 			rows = append(rows, nil)
 		}
 		rows[i] = append(rows[i], r.Timeline)
+	}
+	// The once row goes last, whatever order the modes ran in.
+	if i, ok := row["once"]; ok {
+		once := rows[i]
+		rows = append(slices.Delete(rows, i, i+1), once)
 	}
 	if len(rows) == 0 {
 		return "", fmt.Errorf("no mode ran to its end: nothing to draw")
@@ -115,7 +136,7 @@ func writeChart(path string, results []*modeResult) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := writeSVGFile(abs, "make demo: a rolling restart (new ports) and a kill -9 under load", rows); err != nil {
+	if err := writeSVGFile(abs, "make demo: a rolling restart (new ports) and a kill -9 under load; the migration; slow start", rows); err != nil {
 		return "", err
 	}
 	return abs, nil
