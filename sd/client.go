@@ -92,12 +92,17 @@ func stateOf(s zk.State) State {
 	return StateUnknown
 }
 
-// SessionEvent reports a change of the ZooKeeper connection or session.
+// SessionEvent reports a change of the ZooKeeper connection or session of
+// one of the Client's two sessions: its own (go-zookeeper's, for writes and
+// per-node watches) or, with Watch set, its watch session (persistent
+// recursive watches of Instancers and Catalogs). SessionID is that
+// session's id.
 type SessionEvent struct {
 	State     State
 	SessionID int64
 	Server    string
 	Time      time.Time
+	Watch     bool // the event is the watch session's, not the Client's own
 }
 
 // Expired tells whether the event ends the session: ephemeral nodes are gone
@@ -170,8 +175,11 @@ func Logger(l *slog.Logger) ClientOption {
 	})
 }
 
-// OnSessionEvent calls f for every connection and session change. f is
-// called from the ZooKeeper client's goroutine and must not block.
+// OnSessionEvent calls f for every connection and session change of the
+// Client's own session and of its watch session (SessionEvent.Watch tells
+// which). The watch session reports StateConnecting, StateHasSession,
+// StateDisconnected and StateExpired. f is called from the sessions'
+// goroutines, possibly at once from both, and must not block.
 func OnSessionEvent(f func(SessionEvent)) ClientOption {
 	return clientOptionFunc(func(o *clientOptions) error {
 		o.onEvent = f
@@ -426,7 +434,9 @@ func (c *Client) connectWhenWanted() {
 	close(c.authDone)
 }
 
-// SessionID is the current session's id (0 while there is none).
+// SessionID is the Client's own session's id (0 while there is none): the
+// session that owns its ephemeral nodes. WatchSessionID is the watch
+// session's.
 func (c *Client) SessionID() int64 {
 	conn := c.connp.Load() // the event callback may run before NewClient stored c.conn
 	if conn == nil {
@@ -438,14 +448,61 @@ func (c *Client) SessionID() int64 {
 // SessionTimeout is the session timeout the client asked for.
 func (c *Client) SessionTimeout() time.Duration { return c.opts.sessionTimeout }
 
-// State is the current state of the Client's own connection:
-// StateConnecting too while that has not been dialled yet (see NewClient).
+// State is the state of the Client's sessions taken together: of the
+// sessions it opened or wants (its own, once something wrote or watched per
+// node; its watch session, while an Instancer or Catalog watches
+// recursively), the first that has no session yet, else StateHasSession.
+// A watch-only Client's state is its watch session's. StateConnecting while
+// it wants none yet (see NewClient).
 func (c *Client) State() State {
 	conn := c.zkIfAny()
-	if conn == nil {
+	w := c.watchState()
+	switch {
+	case conn == nil && w == StateUnknown:
 		return StateConnecting
+	case conn == nil:
+		return w
 	}
-	return stateOf(conn.State())
+	z := stateOf(conn.State())
+	if z != StateHasSession || w == StateUnknown {
+		return z
+	}
+	return w
+}
+
+// watchState is the watch session's state, StateUnknown while it is not
+// wanted (no recursive watcher, or the server refused them).
+func (c *Client) watchState() State {
+	c.mu.Lock()
+	ws := c.ws
+	c.mu.Unlock()
+	if ws == nil {
+		return StateUnknown
+	}
+	return State(ws.state.Load())
+}
+
+// WatchSessionID is the watch session's id (0 while there is none).
+func (c *Client) WatchSessionID() int64 {
+	c.mu.Lock()
+	ws := c.ws
+	c.mu.Unlock()
+	if ws == nil {
+		return 0
+	}
+	return ws.sid.Load()
+}
+
+// dispatchWatch reports a watch session's event to OnSessionEvent only: the
+// Client's internal subscribers (Registrar, per-node Instancer, settle)
+// follow its own session, whose expiry, unlike the watch session's, takes
+// ephemeral nodes and per-node watches with it.
+func (c *Client) dispatchWatch(ev SessionEvent) {
+	ev.Watch = true
+	c.logger.Debug("watch session event", "state", ev.State.String(), "session", hexSession(ev.SessionID), "server", ev.Server)
+	if c.opts.onEvent != nil {
+		c.opts.onEvent(ev)
+	}
 }
 
 // Servers lists the ensemble members the client knows.
@@ -649,8 +706,14 @@ func (c *Client) route(ev zk.Event) {
 	}
 }
 
-// Connected reports whether the client has a session and a connection now.
-func (c *Client) Connected() bool {
+// Connected reports whether every session the Client opened or wants (its
+// own and its watch session, see State) has a session and a connection
+// now; false while it wants none.
+func (c *Client) Connected() bool { return c.State() == StateHasSession }
+
+// ownConnected reports whether the Client's own session is usable now: the
+// one that writes, and whose reconnect kicks a Registrar's keeper.
+func (c *Client) ownConnected() bool {
 	conn := c.zkIfAny()
 	return conn != nil && conn.State() == zk.StateHasSession
 }

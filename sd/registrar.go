@@ -749,7 +749,7 @@ func (r *Registrar) keep(ctx context.Context, done, kick, sess chan struct{}) {
 // reconcile makes ZooKeeper hold what the Registrar wants: the node, in
 // the current session, with the wanted status.
 func (r *Registrar) reconcile(ctx context.Context, watch *<-chan zk.Event) error {
-	if !r.c.Connected() {
+	if !r.c.ownConnected() {
 		// A write queued now would land whenever the connection returns,
 		// maybe after Deregister; the reconnect kicks the keeper.
 		return fmt.Errorf("sd: keep %s: %w", r.path, zk.ErrConnectionClosed)

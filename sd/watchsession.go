@@ -60,6 +60,18 @@ type watchSession struct {
 	started bool
 
 	created, resumed atomic.Int64 // sessions made and resumed, for tests and stats
+	state            atomic.Int32 // a State; StateUnknown while not wanted
+	sid              atomic.Int64 // the connected session's id, else 0
+}
+
+// setState records the session's state and reports a change to the
+// Client's OnSessionEvent.
+func (ws *watchSession) setState(s State, sid int64, server string) {
+	ws.sid.Store(sid)
+	if State(ws.state.Swap(int32(s))) == s || s == StateUnknown {
+		return
+	}
+	ws.c.dispatchWatch(SessionEvent{State: s, SessionID: sid, Server: server, Time: time.Now()})
 }
 
 // errAddWatchRefused wraps the server's answer to addWatch when it is not a
@@ -200,6 +212,7 @@ type WatchSessionStats struct {
 
 func (ws *watchSession) run() {
 	defer close(ws.done)
+	defer ws.setState(StateUnknown, 0, "")
 	bo := backoff.NewExponentialBackOff() // jittered: RandomizationFactor 0.5
 	bo.InitialInterval, bo.MaxInterval = watchRetryMin, watchRetryMax
 	var sid int64 // the session to resume; 0: none
@@ -210,6 +223,7 @@ func (ws *watchSession) run() {
 		idle := len(ws.subs) == 0
 		ws.mu.Unlock()
 		if idle {
+			ws.setState(StateUnknown, 0, "")
 			select {
 			case <-ws.ctx.Done():
 				return
@@ -219,6 +233,9 @@ func (ws *watchSession) run() {
 		}
 		servers := ws.c.hp.list()
 		addr := servers[server%len(servers)]
+		if State(ws.state.Load()) == StateUnknown {
+			ws.setState(StateConnecting, 0, addr)
+		}
 		conn, lists, roots, err := ws.open(addr, sid, passwd)
 		switch {
 		case ws.ctx.Err() != nil:
@@ -232,8 +249,9 @@ func (ws *watchSession) run() {
 			ws.refused = err
 			ws.each(func(_ string, f *recFeed) { f.refuse(err) })
 			ws.mu.Unlock()
-			return
+			return // the deferred setState: no longer wanted
 		case errors.Is(err, zkwire.ErrSessionExpired):
+			ws.setState(StateExpired, 0, addr)
 			sid, passwd = 0, nil // a new one, at once
 			continue
 		case err != nil:
@@ -260,6 +278,7 @@ func (ws *watchSession) run() {
 			ws.created.Add(1)
 		}
 		sid, passwd = conn.SessionID(), conn.Passwd()
+		ws.setState(StateHasSession, sid, addr)
 		ws.mu.Lock()
 		ws.gen++
 		ws.conn, ws.roots = conn, roots
@@ -288,6 +307,7 @@ func (ws *watchSession) run() {
 		ws.each(func(_ string, f *recFeed) { f.down() })
 		ws.mu.Unlock()
 		if keep {
+			ws.setState(StateDisconnected, 0, addr)
 			ws.logger.Debug("watch session lost; resuming it", "session", hexSession(sid), "err", conn.Err())
 		}
 	}

@@ -62,6 +62,16 @@ func TestLsAndWatchSayTheHealthCheckOrTheOperatorTookItOut(t *testing.T) {
 	w := startWatch(t, on(c, base, "quote", "-o", "json")...)
 	w.wait(t, "watching", is(evWatching, ""))
 	text := startWatch(t, on(c, base, "quote")...)
+	// Its first read must be done before the change, or it lists q1 out of
+	// service as present and never prints the transition.
+	testutil.WaitFor(t, "the text watch watching", func() bool {
+		for _, l := range text.out.all() {
+			if strings.Contains(l, evWatching+" ") {
+				return true
+			}
+		}
+		return false
+	})
 
 	sick.Store(true)
 	ev := w.wait(t, "out by health", is(evStatus, "q1"))

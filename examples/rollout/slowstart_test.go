@@ -17,7 +17,7 @@ func TestSlowStartPatternP99ByWindow(t *testing.T) {
 		samples = append(samples, sample{at: at(sec), consumer: consumer, latency: lat})
 	}
 	for i := range 100 {
-		add(float64(i)/100, 0, 50*time.Millisecond)   // steady, before
+		add(float64(i)/100, 0, 50*time.Millisecond)    // steady, before
 		add(30+float64(i)/100, 1, 60*time.Millisecond) // steady, after
 		add(10+float64(i)/100, 1, 70*time.Millisecond) // in the first window
 	}
