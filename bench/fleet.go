@@ -233,7 +233,7 @@ func runFleet() error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	cluster, err := zktest.Start(dir, zktest.Size(3), zktest.JVMArgs("-Xmx1g"))
+	cluster, err := zktest.Start(dir, append(serverOptions, zktest.Size(3), zktest.JVMArgs("-Xmx1g"))...)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ require (
 	github.com/go-kit/log v0.2.0
 	github.com/go-zookeeper/zk v1.0.4
 	github.com/gracekit/gracekit v0.0.0-00010101000000-000000000000
+	golang.org/x/sys v0.47.0
 	google.golang.org/grpc v1.84.0
 )
 
@@ -17,7 +18,6 @@ require (
 	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
 	github.com/hashicorp/go-retryablehttp v0.7.8 // indirect
 	golang.org/x/net v0.57.0 // indirect
-	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/text v0.40.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260706201446-f0a921348800 // indirect
 	google.golang.org/protobuf v1.36.11 // indirect

@@ -80,17 +80,10 @@ func runScale() error {
 	return nil
 }
 
-// reportCount is report for counts, printed as integers.
+// reportCount is report for counts, printed as integers: one round, a
+// count does not vary between rounds.
 func reportCount(name string, gracekit, gokit int, unit string) {
-	ratio := "inf"
-	if gracekit > 0 {
-		r := float64(gokit) / float64(gracekit)
-		ratio = fmt.Sprintf("%.2f", r)
-		if r > 0 && r < 0.01 {
-			ratio = fmt.Sprintf("%.4f", r) // 1 watch against thousands is not 0
-		}
-	}
-	fmt.Printf("BENCH name=%s gracekit=%d%s gokit=%d%s ratio=%s\n", name, gracekit, unit, gokit, unit, ratio)
+	fmt.Printf("BENCH name=%s gracekit=%d%s gokit=%d%s %s\n", name, gracekit, unit, gokit, unit, spread([]float64{float64(gracekit)}, []float64{float64(gokit)}))
 }
 
 func measureFootprint(c *zktest.Cluster, service string, side scaleSide) (footprint, error) {

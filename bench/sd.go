@@ -51,7 +51,13 @@ const loadRuns = 25
 
 var gokitRuns = map[int]int{100: 25, 1000: 25, 5000: 7, 10000: 3}
 
-const eventTrials = 200
+// eventTrials is how many deletions (and creations) the sd suite times a
+// side: eventRounds rounds of 100, each round's percentile one sample of
+// the figure's spread (a p99 of fewer than 100 is a maximum).
+const (
+	eventRounds = 3
+	eventTrials = 100 * eventRounds
+)
 
 func runSD() error {
 	cluster, writer, done, err := benchServer()
@@ -78,8 +84,8 @@ func runSD() error {
 			return err
 		}
 		points = append(points, pt)
-		report(fmt.Sprintf("sd_load_n%d", n), pt.gracekit, pt.gokit, "ms")
-		reportFloor(fmt.Sprintf("sd_load_floor_n%d", n), pt.gracekit, pt.floor, "ms")
+		reportRounds(fmt.Sprintf("sd_load_n%d", n), pt.runs.gracekit, pt.runs.gokit, "ms")
+		reportFloorRounds(fmt.Sprintf("sd_load_floor_n%d", n), pt.runs.gracekit, pt.runs.floor, "ms")
 	}
 	if *svgPath != "" {
 		if err := writeLoadChart(*svgPath, points); err != nil {
@@ -101,11 +107,11 @@ func runSD() error {
 			return err
 		}
 		for _, q := range []float64{50, 99} {
-			report(fmt.Sprintf("sd_delete_n%d_p%.0f", n, q), pct(ours.del, q), pct(theirs.del, q), "ms")
+			reportRounds(fmt.Sprintf("sd_delete_n%d_p%.0f", n, q), roundPct(ours.del, q), roundPct(theirs.del, q), "ms")
 		}
 		if n == 1000 {
 			for _, q := range []float64{50, 99} {
-				report(fmt.Sprintf("sd_create_n%d_p%.0f", n, q), pct(ours.add, q), pct(theirs.add, q), "ms")
+				reportRounds(fmt.Sprintf("sd_create_n%d_p%.0f", n, q), roundPct(ours.add, q), roundPct(theirs.add, q), "ms")
 			}
 		}
 	}
@@ -211,10 +217,12 @@ func (w *watcher) await(n int) error {
 	}
 }
 
-// loadPoint is the median load time of each side at one N.
+// loadPoint is the median load time of each side at one N, and every
+// round's.
 type loadPoint struct {
 	n                      int
 	gracekit, gokit, floor float64 // ms
+	runs                   struct{ gracekit, gokit, floor []float64 }
 }
 
 // measureLoad times construction until the first complete event, median
@@ -263,7 +271,8 @@ func measureLoad(c *zktest.Cluster, service string, n, runs, gokitRuns, warm int
 			f = append(f, ms(elapsed))
 		}
 	}
-	pt.gracekit, pt.gokit, pt.floor = pct(a, 50), pct(b, 50), pct(f, 50)
+	pt.gracekit, pt.gokit, pt.floor = median(a), median(b), median(f)
+	pt.runs.gracekit, pt.runs.gokit, pt.runs.floor = a, b, f
 	return pt, nil
 }
 
@@ -321,6 +330,30 @@ func measureEvents(c *zktest.Cluster, writer *zk.Conn, service string, n int, mk
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// roundPct splits trials into eventRounds rounds in the order they were
+// taken and returns each round's q-th percentile.
+func roundPct(trials []float64, q float64) []float64 {
+	return chunkPct(trials, eventRounds, q)
+}
+
+// chunkPct is the q-th percentile of each of n consecutive, equal chunks
+// of trials (the remainder goes to the last).
+func chunkPct(trials []float64, n int, q float64) []float64 {
+	size := len(trials) / n
+	if size == 0 {
+		return []float64{pct(trials, q)}
+	}
+	out := make([]float64, n)
+	for i := range n {
+		end := (i + 1) * size
+		if i == n-1 {
+			end = len(trials)
+		}
+		out[i] = pct(trials[i*size:end], q)
+	}
+	return out
+}
 
 // pct is the q-th percentile by nearest rank.
 func pct(v []float64, q float64) float64 {

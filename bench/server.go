@@ -18,7 +18,7 @@ func benchServer() (cluster *zktest.Cluster, writer *zk.Conn, done func(), err e
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	cluster, err = zktest.Start(dir, zktest.JVMArgs("-Xmx1g"))
+	cluster, err = zktest.Start(dir, append(serverOptions, zktest.JVMArgs("-Xmx1g"))...)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, nil, nil, err

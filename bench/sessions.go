@@ -31,7 +31,7 @@ func runSessions() error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	cluster, err := zktest.Start(dir) // stock limits
+	cluster, err := zktest.Start(dir, serverOptions...) // stock limits
 	if err != nil {
 		return err
 	}

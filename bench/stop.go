@@ -40,7 +40,7 @@ func runStop() error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	cluster, err := zktest.Start(dir)
+	cluster, err := zktest.Start(dir, serverOptions...)
 	if err != nil {
 		return err
 	}
@@ -78,7 +78,7 @@ func runStop() error {
 	}
 	httpMS, grpcMS := pct(took, 50), pct(tookGRPC, 50)
 	report("stop_idle_2gw", httpMS, 0, "ms")
-	fmt.Printf("BENCH name=stop_idle_grpc gracekit=%sms stop_idle_2gw=%sms ratio=%.2f\n", num(grpcMS), num(httpMS), grpcMS/httpMS)
+	fmt.Printf("BENCH name=stop_idle_grpc gracekit=%sms stop_idle_2gw=%sms %s\n", num(grpcMS), num(httpMS), spread([]float64{httpMS}, []float64{grpcMS}))
 	return nil
 }
 
