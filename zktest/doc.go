@@ -13,4 +13,33 @@
 // SessionRecorder, cut one client off the ensemble with a Partition, and
 // start a server behind the others from a copy of a member's data
 // (Cluster.CopyOf).
+//
+// # One server per test binary
+//
+// Starting a JVM costs a second or more of CPU, which is most of what a
+// short test spends. Shared returns one standalone server for the whole
+// test binary, started on first use and stopped by SharedMain after the
+// run:
+//
+//	func TestMain(m *testing.M) { goleak.VerifyTestMain(zktest.SharedMain(m)) }
+//
+//	func TestJoin(t *testing.T) {
+//		t.Parallel()
+//		zkc := zktest.Shared(t)
+//		base := zktest.UniquePath(t) // e.g. sd.BasePath(base)
+//		...
+//	}
+//
+// Tests on the shared server run beside each other, so each keeps to nodes
+// of its own: a base path from UniquePath, or service names no other test
+// uses. A test must take a server of its own from New when it
+//   - stops, restarts or kills the server, or cuts its clients off with a
+//     Partition or an Isolate (every other test would see the outage);
+//   - expires sessions from the server's side (SessionRecorder.Expire);
+//   - counts server-wide things: Sessions, Ephemerals, watches, connections,
+//     or the children of a path it does not own;
+//   - needs the server configured otherwise: MaxClientConnections,
+//     TickTime, ContainerCheck, Size, JVM properties (SharedMain's options
+//     configure the shared server for the whole binary);
+//   - relies on the default base path /services being empty.
 package zktest

@@ -3,6 +3,7 @@ package zktest_test
 import (
 	"errors"
 	"net"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -14,7 +15,12 @@ import (
 	"github.com/gracekit/gracekit/zktest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(noSharedMainEnv) != "" {
+		goleak.VerifyTestMain(m) // the child of TestSharedNeedsSharedMain
+	}
+	goleak.VerifyTestMain(zktest.SharedMain(m))
+}
 
 func connect(t *testing.T, c *zktest.Cluster, rec *zktest.SessionRecorder) (*zk.Conn, <-chan zk.Event) {
 	t.Helper()
