@@ -40,3 +40,21 @@ func WatchRoots(c *Client) []string {
 
 // OwnSessionDialled tells whether c created its go-zookeeper connection.
 func OwnSessionDialled(c *Client) bool { return c.zkIfAny() != nil }
+
+// SeenZxid is the highest zxid c's sessions have seen: what the next
+// handshake of either sends.
+func SeenZxid(c *Client) int64 {
+	z := c.zxid.Load()
+	c.mu.Lock()
+	ws := c.ws
+	c.mu.Unlock()
+	if ws == nil {
+		return z
+	}
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.conn != nil {
+		z = max(z, ws.conn.LastZxid())
+	}
+	return z
+}

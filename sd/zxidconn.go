@@ -71,8 +71,9 @@ func (z *zxidConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// scan follows the frames in b, noting each reply header's zxid (pings'
-// and auth replies' aside, as zkwire.Conn counts them).
+// scan follows the frames in b, noting each reply header's zxid (the auth
+// replies' aside; pings' too, as zkwire.Conn counts them: see its
+// LastZxid).
 func (z *zxidConn) scan(b []byte) {
 	for len(b) > 0 {
 		if z.skip > 0 {
@@ -100,7 +101,7 @@ func (z *zxidConn) scan(b []byte) {
 		}
 		if z.replies {
 			xid := int32(binary.BigEndian.Uint32(z.hdr[4:8]))
-			if xid != zkwire.XidPing && xid != zkwire.XidAuth {
+			if xid != zkwire.XidAuth {
 				z.c.sawZxid(int64(binary.BigEndian.Uint64(z.hdr[8:16])))
 			}
 		}

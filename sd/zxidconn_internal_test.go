@@ -19,9 +19,9 @@ func frame(xid int32, zxid int64, body int) []byte {
 }
 
 // A zxidConn follows go-zookeeper's reply stream however the reads cut it:
-// the highest reply zxid is noted, the ConnectResponse's bytes, pings'
-// and auth replies' zxids are not, and a body that looks like a header
-// is skipped as a body.
+// the highest reply zxid is noted, a ping's included (see zkwire's
+// LastZxid), the ConnectResponse's bytes and auth replies' zxids are not,
+// and a body that looks like a header is skipped as a body.
 func TestAZxidConnNotesTheHighestReplyZxidWhereverReadsCut(t *testing.T) {
 	connect := binary.BigEndian.AppendUint32(nil, 36)
 	connect = append(connect, make([]byte, 36)...)
@@ -29,7 +29,7 @@ func TestAZxidConnNotesTheHighestReplyZxidWhereverReadsCut(t *testing.T) {
 	var stream []byte
 	stream = append(stream, connect...)
 	stream = append(stream, frame(1, 0x105, 40)...)
-	stream = append(stream, frame(zkwire.XidPing, 0x900, 0)...)
+	stream = append(stream, frame(zkwire.XidPing, 0x108, 0)...)
 	stream = append(stream, frame(zkwire.XidAuth, 0x901, 0)...)
 	stream = append(stream, frame(-1, -1, 30)...) // a notification of 3.8
 	body := frame(3, 0x800, 0)                    // a reply's bytes inside a body
@@ -44,8 +44,8 @@ func TestAZxidConnNotesTheHighestReplyZxidWhereverReadsCut(t *testing.T) {
 			z.scan(rest[:n])
 			rest = rest[n:]
 		}
-		if got := z.c.zxid.Load(); got != 0x107 || z.lost {
-			t.Fatalf("seed %d: noted %#x (lost %v), want 0x107", seed, got, z.lost)
+		if got := z.c.zxid.Load(); got != 0x108 || z.lost {
+			t.Fatalf("seed %d: noted %#x (lost %v), want 0x108, the ping's", seed, got, z.lost)
 		}
 	}
 }

@@ -40,9 +40,10 @@ type Conn struct {
 	wg   sync.WaitGroup
 	once sync.Once
 
-	frames   sync.Pool    // large reply frames given back by Reply.Release
-	closing  atomic.Bool  // Close began: the server's hang-up is ErrClosed
-	lastZxid atomic.Int64 // the highest zxid seen (see LastZxid)
+	frames   sync.Pool     // large reply frames given back by Reply.Release
+	closing  atomic.Bool   // Close began: the server's hang-up is ErrClosed
+	lastZxid atomic.Int64  // the highest zxid seen (see LastZxid)
+	pingNow  chan struct{} // a deletion was heard: ping for its zxid (see read)
 }
 
 // Reply is a reply to a request: its header, its body (after the
@@ -219,7 +220,7 @@ func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 	_ = nc.SetDeadline(time.Time{})
 	c := &Conn{
 		nc: nc, addr: cfg.Addr, timeout: cr.Timeout, session: cr.SessionID, passwd: cr.Passwd, onEvent: cfg.OnEvent,
-		pending: map[int32]chan Reply{}, done: make(chan struct{}),
+		pending: map[int32]chan Reply{}, done: make(chan struct{}), pingNow: make(chan struct{}, 1),
 	}
 	c.lastZxid.Store(max(cfg.LastZxid, 0))
 	c.wg.Add(2)
@@ -239,10 +240,14 @@ func (c *Conn) Passwd() []byte { return c.passwd }
 
 // LastZxid is the highest zxid the Conn has seen: Config.LastZxid, or
 // a later one from a reply's header (the server's last zxid when it
-// answered) or a notification's, as ZooKeeper's clients count it (pings
-// do not count). It is updated before the reply is handed to its caller
-// and before the notification to OnEvent. Pass it to the next Dial's
-// Config.LastZxid.
+// answered), a ping's included. Java's client leaves pings out; they count
+// here because a notification carries no zxid (ZOOKEEPER-4655), so a
+// session that only heard of a deletion would otherwise still resume on a
+// server behind it. A ping's reply follows every notification of the
+// transactions its zxid covers, on the same ordered connection, so it
+// claims nothing the Conn has not been told. It is updated before the
+// reply is handed to its caller and before the notification to OnEvent.
+// Pass it to the next Dial's Config.LastZxid.
 func (c *Conn) LastZxid() int64 { return c.lastZxid.Load() }
 
 // seen notes zxid (not a zxid when 0 or less). Only the read goroutine
@@ -419,7 +424,10 @@ func (c *Conn) read(br *bufio.Reader) {
 			return
 		}
 		switch h.Xid {
-		case XidPing, XidAuth:
+		case XidAuth:
+			continue
+		case XidPing:
+			c.seen(h.Zxid)
 			continue
 		}
 		c.seen(h.Zxid)
@@ -429,6 +437,14 @@ func (c *Conn) read(br *bufio.Reader) {
 			if err != nil {
 				c.fail(fmt.Errorf("zkwire: notification: %w", err))
 				return
+			}
+			if ev.Type == EventNodeDeleted {
+				// The ping's reply tells the zxid the deletion is at, at
+				// least, in one round trip instead of the next ping's.
+				select {
+				case c.pingNow <- struct{}{}:
+				default: // one is asked for already: it covers this one too
+				}
 			}
 			if c.onEvent != nil {
 				c.onEvent(seq, ev)
@@ -453,11 +469,12 @@ func (c *Conn) ping() {
 		select {
 		case <-c.done:
 			return
+		case <-c.pingNow:
 		case <-t.C:
-			if err := c.write(appendFrame(nil, XidPing, OpPing, nil)); err != nil {
-				c.fail(fmt.Errorf("zkwire: ping: %w", err))
-				return
-			}
+		}
+		if err := c.write(appendFrame(nil, XidPing, OpPing, nil)); err != nil {
+			c.fail(fmt.Errorf("zkwire: ping: %w", err))
+			return
 		}
 	}
 }

@@ -67,3 +67,32 @@ func TestDialSendsTheLastZxidAndABehindServerRefusesIt(t *testing.T) {
 		t.Fatalf("a Dial ahead of the server failed with %v, want the server's hang-up (EOF)", err)
 	}
 }
+
+// A Conn that hears of a deletion, by a notification that carries no zxid,
+// and reads nothing after, still learns a zxid at or past it from a ping's
+// reply, so that its next handshake is refused by a server behind it.
+func TestAPingTellsTheZxidOfADeletionHeardOnlyByItsNotification(t *testing.T) {
+	c := zktest.New(t)
+	events := make(chan seen, 64)
+	conn := dial(t, c, events)
+	ctx := context.Background()
+	w := testutil.ZKConn(t, c.Addrs())
+	if _, err := w.Create("/p", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Do(ctx, zkwire.OpAddWatch, zkwire.AddWatchBody("/p", zkwire.ModePersistentRecursive)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Delete("/p", -1); err != nil {
+		t.Fatal(err)
+	}
+	await(t, events, zkwire.EventNodeDeleted, "/p")
+	if _, err := w.Create("/unwatched", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	_, st, err := w.Exists("/unwatched")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "a ping's zxid", func() bool { return conn.LastZxid() >= st.Czxid })
+}

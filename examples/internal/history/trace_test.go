@@ -222,3 +222,43 @@ func TestWriteAckCatchesAWriteTheRegistryNeverHeld(t *testing.T) {
 		t.Fatalf("a drain ZooKeeper never showed: violations %v, want %s", got, CheckWriteAck)
 	}
 }
+
+// Seed 7087582546183187199: c, drained and undrained (UP again at 4211),
+// loses its node to its session's expiry; the consumer publishes {a,b} at
+// 23101, a new registration d is created at 23110 (its ctime), and the
+// recorder sees c's deletion only at 23141. A deletion has no time of its
+// own, so the consumer, ahead of the recorder, matched only ZooKeeper's
+// {a,b} from before the undrain and was charged with going back. A set
+// that drops a deletion the recorder saw later, within the skew, is as new
+// as the set it drops it from; one that drops it earlier still went back.
+func TestAConsumerThatSawADeletionBeforeTheRecorderIsNotCharged(t *testing.T) {
+	hist := func(publishedAt int) *History {
+		return &History{
+			Start: at(-20000), End: at(40000), SessionTimeout: 4 * time.Second,
+			Truth: []Change{
+				change(-20000, Created, pathA, 10, "a:1", true),
+				change(-19500, Created, pathB, 11, "b:1", true),
+				change(-19000, Created, pathC, 12, "c:1", true),
+				change(-2000, Changed, pathC, 12, "c:1", false),
+				change(4211, Changed, pathC, 12, "c:1", true),
+				change(23110, Created, pathC+"-new", 30, "d:1", true),
+				change(23141, Deleted, pathC, 12, "c:1", false),
+			},
+			Publishes: []Publish{
+				pub(-18900, "instancer", m("a:1", 0), m("b:1", 0), m("c:1", 0)),
+				pub(-1000, "instancer", m("a:1", 0), m("b:1", 0)),
+				pub(4235, "instancer", m("a:1", 0), m("b:1", 0), m("c:1", 0)),
+				pub(publishedAt, "instancer", m("a:1", 0), m("b:1", 0)),
+				pub(23136, "instancer", m("a:1", 0), m("b:1", 0), m("d:1", 0)),
+			},
+		}
+	}
+	ahead := hist(23101)
+	if r := GoingBack(ahead, NewTruth(ahead), DefaultBounds); len(r.Violations) > 0 {
+		t.Fatalf("a consumer that saw a deletion 40ms before the recorder is charged: %v", r.Violations)
+	}
+	behind := hist(15000) // 8 s before the recorder saw c go: far past the skew
+	if got := checks(GoingBack(behind, NewTruth(behind), DefaultBounds).Violations); !slices.Contains(got, CheckGoingBack) {
+		t.Fatalf("a consumer that dropped c 8s before its deletion is not charged: %v", got)
+	}
+}

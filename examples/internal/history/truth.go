@@ -218,3 +218,29 @@ func diff(got, want []string) string {
 	}
 	return strings.Join(parts, "; ")
 }
+
+// deletedSoonAfter tells whether got is st's set less some of its
+// instances, each with a registration the recorder saw deleted after st
+// began and by until: a set the consumer may have published before the
+// recorder saw those deletions (see GoingBack).
+func (t *Truth) deletedSoonAfter(service string, st State, got []string, until time.Time) bool {
+	if len(got) >= len(st.Addrs) {
+		return false
+	}
+	for _, a := range got {
+		if !slices.Contains(st.Addrs, a) {
+			return false
+		}
+	}
+	for _, a := range st.Addrs {
+		if slices.Contains(got, a) {
+			continue
+		}
+		if !slices.ContainsFunc(t.byAddr[service][a], func(r *Registration) bool {
+			return r.Deleted.After(st.At) && !r.Deleted.After(until)
+		}) {
+			return false
+		}
+	}
+	return true
+}

@@ -189,8 +189,13 @@ func PhantomsAndResurrections(h *History, t *Truth, b Bounds) Report {
 // (of that service) equal to it, or that it is on the way to from the set
 // before (one read's changes in some order), up to its time plus b.Skew;
 // a set whose newest version is older than the oldest version of an
-// earlier one went back. Sets matching none of ZooKeeper's are not
-// compared.
+// earlier one went back. A set equal to one of ZooKeeper's less
+// instances whose deletion the recorder saw after it, up to the
+// publication plus b.Skew, is that set's version too: a deletion carries
+// no time (no mtime, and its notification no zxid), so the recorder dates
+// it by when it saw it, and a consumer that saw it first is ahead, not
+// behind (seed 7087582546183187199). Sets matching none of ZooKeeper's
+// are not compared.
 func GoingBack(h *History, t *Truth, b Bounds) Report {
 	var r Report
 	for _, s := range streams(h) {
@@ -215,6 +220,8 @@ func GoingBack(h *History, t *Truth, b Bounds) Report {
 					// changes of one read came in an unknown order.
 					// It is as new as that read, even when a later
 					// set equals it.
+					cands = append(cands, i)
+				case t.deletedSoonAfter(s.service, st, got, p.At.Add(b.Skew)):
 					cands = append(cands, i)
 				}
 				prev = st.Addrs
