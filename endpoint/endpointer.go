@@ -12,6 +12,7 @@ import (
 	kitsd "github.com/go-kit/kit/sd"
 	kitlb "github.com/go-kit/kit/sd/lb"
 
+	"github.com/gracekit/gracekit/internal/proptrace"
 	"github.com/gracekit/gracekit/internal/weighted"
 )
 
@@ -290,6 +291,7 @@ func (e *Endpointer) update(listed []string) {
 	old := e.current
 	e.current = next
 	e.publish(nil)
+	proptrace.Mark(proptrace.Endpointer)
 	for _, in := range old {
 		in.remove()
 	}

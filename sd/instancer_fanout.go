@@ -4,6 +4,8 @@ import (
 	"slices"
 
 	kitsd "github.com/go-kit/kit/sd"
+
+	"github.com/gracekit/gracekit/internal/proptrace"
 )
 
 // This file is the Instancer's fan-out: each registered channel has a
@@ -87,6 +89,7 @@ func (in *Instancer) serve(s *subscriber) {
 		}
 		ev, version := in.eventLocked(), in.version
 		in.mu.Unlock()
+		proptrace.Mark(proptrace.Deliver)
 		select {
 		case s.ch <- ev:
 			s.sent = version
@@ -117,6 +120,7 @@ func (in *Instancer) Deregister(ch chan<- kitsd.Event) {
 func (in *Instancer) bump() {
 	in.version++
 	in.publishes.Add(1)
+	proptrace.Mark(proptrace.Publish)
 	for _, s := range in.subs {
 		s.poke()
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/cenkalti/backoff/v5"
 	"github.com/go-zookeeper/zk"
 
+	"github.com/gracekit/gracekit/internal/proptrace"
 	"github.com/gracekit/gracekit/internal/zkwire"
 )
 
@@ -129,6 +130,9 @@ func (in *Instancer) runRecursive(ws *watchSession) (refused bool) {
 			due = in.dueRereads().data
 		}
 		w := f.take()
+		if len(w.ops) > 0 {
+			proptrace.Mark(proptrace.Feed)
+		}
 		in.watchEvents.Add(w.events)
 		if in.opts.metrics.WatchEvents != nil && w.events > 0 {
 			in.opts.metrics.WatchEvents.Add(float64(w.events))

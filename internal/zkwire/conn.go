@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/gracekit/gracekit/internal/proptrace"
 )
 
 // Conn is a small ZooKeeper client over one connection and one session of
@@ -433,6 +435,7 @@ func (c *Conn) read(br *bufio.Reader) {
 		c.seen(h.Zxid)
 		switch h.Xid {
 		case XidWatch:
+			proptrace.Mark(proptrace.Wire)
 			ev, err := ParseWatcherEvent(body)
 			if err != nil {
 				c.fail(fmt.Errorf("zkwire: notification: %w", err))
