@@ -10,13 +10,11 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/gracekit/gracekit/internal/assemblytest"
 	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/provider"
 	"github.com/gracekit/gracekit/sd"
 	"github.com/gracekit/gracekit/shutdown"
 	"github.com/gracekit/gracekit/shutdown/grpcstop"
-	"github.com/gracekit/gracekit/zktest"
 )
 
 // A provider serving HTTP and gRPC on two ports registers the HTTP one as
@@ -24,7 +22,7 @@ import (
 // the gRPC one (it handed it the HTTP port, where every call failed).
 func TestAProviderWithHTTPAndGRPCIsDialledOnItsGRPCPort(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	sess, err := sd.NewSession(zkc.ConnectString(), sd.SessionTimeout(4*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +35,7 @@ func TestAProviderWithHTTPAndGRPCIsDialledOnItsGRPCPort(t *testing.T) {
 		t.Fatal(err)
 	}
 	httpPort := testutil.FreePort(t)
-	assemblytest.StartProvider(t, sess, provider.Config{
+	p, err := provider.New(sess, provider.Config{
 		Instance:     sd.Instance{Name: service, ID: "q1", Address: "127.0.0.1", Port: httpPort},
 		Server:       &http.Server{Handler: http.NotFoundHandler(), ReadHeaderTimeout: time.Second},
 		Addr:         net.JoinHostPort("127.0.0.1", strconv.Itoa(httpPort)),
@@ -45,6 +43,17 @@ func TestAProviderWithHTTPAndGRPCIsDialledOnItsGRPCPort(t *testing.T) {
 		GRPCListener: grpcLn,
 		Tracker:      tracker,
 		QuietWindow:  50 * time.Millisecond,
+	}, provider.WithRegistrarOptions(zkc.registrarOptions()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = p.Stop(ctx)
 	})
 
 	b := newBuilder(t, startConsumer(t, zkc))

@@ -27,7 +27,43 @@ import (
 	"github.com/gracekit/gracekit/zktest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(zktest.SharedMain(m)) }
+
+// zkEnv is a ZooKeeper server and the base path a test's nodes go under
+// ("" for sd's default /services).
+type zkEnv struct {
+	*zktest.Cluster
+	base string
+}
+
+// sharedZK is the test binary's shared server, with a base path no other
+// test uses: tests on it never see each other's instances.
+func sharedZK(t *testing.T) *zkEnv { return &zkEnv{zktest.Shared(t), zktest.UniquePath(t)} }
+
+// ownZK is a server of the test's own, at the default base path, for a
+// test that stops it.
+func ownZK(t *testing.T) *zkEnv { return &zkEnv{Cluster: zktest.New(t)} }
+
+func (z *zkEnv) basePath() []sd.SharedOption {
+	if z.base == "" {
+		return nil
+	}
+	return []sd.SharedOption{sd.BasePath(z.base)}
+}
+
+func (z *zkEnv) registrarOptions() (opts []sd.RegistrarOption) {
+	for _, o := range z.basePath() {
+		opts = append(opts, o)
+	}
+	return opts
+}
+
+func (z *zkEnv) instancerOptions() (opts []sd.InstancerOption) {
+	for _, o := range z.basePath() {
+		opts = append(opts, o)
+	}
+	return opts
+}
 
 // service is the discovery name of the test backends; quotesName their
 // gRPC service.
@@ -46,7 +82,7 @@ type backend struct {
 	reg  *sd.Registrar
 }
 
-func startBackend(t *testing.T, zkc *zktest.Cluster, id string, metadata map[string]string) *backend {
+func startBackend(t *testing.T, zkc *zkEnv, id string, metadata map[string]string) *backend {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -66,7 +102,8 @@ func startBackend(t *testing.T, zkc *zktest.Cluster, id string, metadata map[str
 	}
 	t.Cleanup(client.Close)
 	port := ln.Addr().(*net.TCPAddr).Port
-	reg, err := sd.NewRegistrar(client, sd.Instance{Name: service, ID: id, Address: "127.0.0.1", Port: port, Metadata: metadata})
+	reg, err := sd.NewRegistrar(client, sd.Instance{Name: service, ID: id, Address: "127.0.0.1", Port: port, Metadata: metadata},
+		zkc.registrarOptions()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,14 +120,26 @@ func startBackend(t *testing.T, zkc *zktest.Cluster, id string, metadata map[str
 	return &backend{id: id, port: port, reg: reg}
 }
 
-// startConsumer is a started consumer over a session of its own.
-func startConsumer(t *testing.T, zkc *zktest.Cluster) *consumer.Consumer {
+// startConsumer is a started consumer over a session of its own, reading
+// zkc's base path; it stops when the test ends.
+func startConsumer(t *testing.T, zkc *zkEnv) *consumer.Consumer {
 	t.Helper()
 	sess, err := sd.NewSession(zkc.ConnectString(), sd.SessionTimeout(4*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return assemblytest.StartConsumer(t, sess)
+	if zkc.base == "" {
+		return assemblytest.StartConsumer(t, sess)
+	}
+	c, err := consumer.New(sess, consumer.WithInstancerOptions(zkc.instancerOptions()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	return c
 }
 
 func newBuilder(t *testing.T, c *consumer.Consumer, opts ...grpcresolver.Option) *grpcresolver.Builder {

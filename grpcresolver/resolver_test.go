@@ -23,13 +23,12 @@ import (
 	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/sd"
 	"github.com/gracekit/gracekit/shutdown/flush"
-	"github.com/gracekit/gracekit/zktest"
 )
 
 // (1) A plain grpc-go client reaches every instance, in turn.
 func TestAClientSeesEveryInstanceAndRoundRobinsAcrossThem(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	for _, id := range []string{"q1", "q2", "q3"} {
 		startBackend(t, zkc, id, nil)
 	}
@@ -56,7 +55,7 @@ func TestAClientSeesEveryInstanceAndRoundRobinsAcrossThem(t *testing.T) {
 // (2) An instance that registers gets calls, without a new ClientConn.
 func TestAnInstanceThatJoinsGetsCalls(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	startBackend(t, zkc, "q1", nil)
 	cc := dial(t, newBuilder(t, startConsumer(t, zkc)), "gracekit:///quotes")
 	waitServedBy(t, cc, "q1")
@@ -68,7 +67,7 @@ func TestAnInstanceThatJoinsGetsCalls(t *testing.T) {
 // only the resolver can keep calls off it), and comes back when UP.
 func TestAnInstanceSetOutOfServiceLeavesAtOnce(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	startBackend(t, zkc, "q1", nil)
 	q2 := startBackend(t, zkc, "q2", nil)
 	b := newBuilder(t, startConsumer(t, zkc))
@@ -93,7 +92,7 @@ func TestAnInstanceSetOutOfServiceLeavesAtOnce(t *testing.T) {
 // (4) A deregistered instance leaves, while its server still runs.
 func TestADeregisteredInstanceLeaves(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	startBackend(t, zkc, "q1", nil)
 	q2 := startBackend(t, zkc, "q2", nil)
 	cc := dial(t, newBuilder(t, startConsumer(t, zkc)), "gracekit:///quotes")
@@ -110,7 +109,7 @@ func TestADeregisteredInstanceLeaves(t *testing.T) {
 // fast with UNAVAILABLE instead of reaching an instance that left.
 func TestAServiceFoundEmptyIsPushedEmptyAndCallsFailFast(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	q1 := startBackend(t, zkc, "q1", nil)
 	b := newBuilder(t, startConsumer(t, zkc))
 	rec, _ := build(t, b, "gracekit:///quotes")
@@ -150,7 +149,7 @@ func TestAGatewayFlushEvictsFromTheResolver(t *testing.T) {
 }
 
 func testFlushEvictsFromTheResolver(t *testing.T, handler func(b *grpcresolver.Builder, c *consumer.Consumer, secret []byte, aud string) (*flush.Handler, error)) {
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	startBackend(t, zkc, "q1", nil)
 	q2 := startBackend(t, zkc, "q2", nil)
 	c := startConsumer(t, zkc)
@@ -197,7 +196,7 @@ func testFlushEvictsFromTheResolver(t *testing.T, handler func(b *grpcresolver.B
 // when ZooKeeper is back.
 func TestZooKeeperDownPushesNoEmptyListAndCallsGoOn(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := ownZK(t)
 	startBackend(t, zkc, "q1", nil)
 	startBackend(t, zkc, "q2", nil)
 	b := newBuilder(t, startConsumer(t, zkc))
@@ -287,7 +286,7 @@ func TestZooKeeperDownPushesNoEmptyListAndCallsGoOn(t *testing.T) {
 func TestAnEmptySetRightAfterAnOutageIsHeldThenPushed(t *testing.T) {
 	t.Parallel()
 	const hold = 3 * time.Second
-	zkc := zktest.New(t)
+	zkc := ownZK(t)
 	q1 := startBackend(t, zkc, "q1", nil)
 	b := newBuilder(t, startConsumer(t, zkc), grpcresolver.RecoveryHold(hold))
 	rec, _ := build(t, b, "gracekit:///quotes")
@@ -325,7 +324,7 @@ func TestAnEmptySetRightAfterAnOutageIsHeldThenPushed(t *testing.T) {
 // (7) Each address carries its instance: id, metadata, ports.
 func TestAttributesCarryTheInstanceAndItsMetadata(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	q1 := startBackend(t, zkc, "q1", map[string]string{"zone": "eu-west-1", "version": "1.2.3"})
 	b := newBuilder(t, startConsumer(t, zkc))
 	rec, _ := build(t, b, "gracekit:///quotes")
@@ -372,7 +371,7 @@ func TestAttributesCarryTheInstanceAndItsMetadata(t *testing.T) {
 // ResolveNow is a hint that never blocks and pushes no unchanged set.
 func TestResolveNowDoesNotBlockNorRepushAnUnchangedSet(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	startBackend(t, zkc, "q1", nil)
 	b := newBuilder(t, startConsumer(t, zkc))
 	rec, r := build(t, b, "gracekit:///quotes")
@@ -400,7 +399,7 @@ func TestResolveNowDoesNotBlockNorRepushAnUnchangedSet(t *testing.T) {
 // (8) Close stops the resolver's goroutine, even while its first load
 // waits for a ZooKeeper that is down, and can be called twice.
 func TestCloseLeavesNothingRunningAndIsIdempotent(t *testing.T) {
-	zkc := zktest.New(t)
+	zkc := ownZK(t)
 	startBackend(t, zkc, "q1", nil)
 	sess, err := sd.NewSession(zkc.ConnectString(), sd.SessionTimeout(4*time.Second))
 	if err != nil {
@@ -474,7 +473,7 @@ var ignoreZKReconnect = []goleak.Option{
 // error: from Build, and on the RPCs of a ClientConn.
 func TestABadTargetGetsAClearError(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	b := newBuilder(t, startConsumer(t, zkc))
 	tests := []struct {
 		give string
@@ -517,7 +516,7 @@ func TestABadTargetGetsAClearError(t *testing.T) {
 
 func TestOptionsCheckTheirInput(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	c := startConsumer(t, zkc)
 	for _, tt := range []struct {
 		name string

@@ -14,12 +14,11 @@ import (
 	"github.com/gracekit/gracekit/sd"
 	"github.com/gracekit/gracekit/shutdown"
 	"github.com/gracekit/gracekit/shutdown/grpcstop"
-	"github.com/gracekit/gracekit/zktest"
 )
 
 // startStoppable is a gracekit gRPC provider: grpcstop's interceptors and
 // health in a shutdown.Sequence that registers it in ZooKeeper.
-func startStoppable(t *testing.T, zkc *zktest.Cluster, id string) *shutdown.Sequence {
+func startStoppable(t *testing.T, zkc *zkEnv, id string) *shutdown.Sequence {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -29,7 +28,8 @@ func startStoppable(t *testing.T, zkc *zktest.Cluster, id string) *shutdown.Sequ
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := sd.NewRegistrar(client, sd.Instance{Name: service, ID: id, Address: "127.0.0.1", Port: ln.Addr().(*net.TCPAddr).Port})
+	reg, err := sd.NewRegistrar(client, sd.Instance{Name: service, ID: id, Address: "127.0.0.1", Port: ln.Addr().(*net.TCPAddr).Port},
+		zkc.registrarOptions()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func startStoppable(t *testing.T, zkc *zktest.Cluster, id string) *shutdown.Sequ
 // no retries), fails no call, and its stop returns before its deadline.
 func TestStoppingAGRPCProviderUnderLoadThroughTheResolverFailsNoCall(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	p1 := startStoppable(t, zkc, "q1")
 	startStoppable(t, zkc, "q2")
 	cc := dial(t, newBuilder(t, startConsumer(t, zkc)), "gracekit:///quotes")
