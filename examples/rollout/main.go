@@ -630,14 +630,26 @@ func (d *driver) runMode(ctx context.Context, transport, mode string) (res *mode
 	d.zkMu.Lock()
 	d.zkUsed = true
 	d.zkMu.Unlock()
-	// Providers first: the cached gateway reads its list once, at start.
-	for _, in := range slices.Concat(providers, consumers) {
+	// Providers first, registered before any consumer starts: the cached
+	// gateway reads its list once, at start, and one that read two of
+	// three providers held the run until its TTL (35 s).
+	for _, in := range providers {
+		if err := d.startInstance(dir, in); err != nil {
+			return nil, err
+		}
+	}
+	for _, in := range providers {
+		if err := waitReady(ctx, in, cfg.readyLimit); err != nil {
+			return nil, err
+		}
+	}
+	for _, in := range consumers {
 		if err := d.startInstance(dir, in); err != nil {
 			return nil, err
 		}
 	}
 	logf("[%s] started %d providers and %d consumers (%s); waiting for them to be ready", tag, nProviders, len(consumers), strings.Join(namesOf(consumers), ", "))
-	for _, in := range slices.Concat(providers, consumers) {
+	for _, in := range consumers {
 		if err := waitReady(ctx, in, cfg.readyLimit); err != nil {
 			return nil, err
 		}
