@@ -91,7 +91,7 @@ func startGRPCProvider(t *testing.T, sess *sd.Session, id string, calls *atomic.
 // session that re-creates its node; gracekit undrain brings it back.
 func TestAnOperatorDrainHoldsAGRPCClientOff(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := ownZK(t)
 	cli := testutil.BuildCLI(t)
 	conn := testutil.ZKConn(t, zkc.Addrs())
 

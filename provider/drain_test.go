@@ -41,7 +41,7 @@ func nodeOf(t *testing.T, conn *zk.Conn, p string) (sd.Instance, *zk.Stat) {
 // undrain, which brings it back.
 func TestAnOperatorDrainHoldsUntilUndrained(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := ownZK(t)
 	cli := testutil.BuildCLI(t)
 	conn := testutil.ZKConn(t, zkc.Addrs())
 	gw := startGateway(t, zkc)

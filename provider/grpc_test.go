@@ -20,14 +20,13 @@ import (
 	"github.com/gracekit/gracekit/sd"
 	"github.com/gracekit/gracekit/shutdown"
 	"github.com/gracekit/gracekit/shutdown/grpcstop"
-	"github.com/gracekit/gracekit/zktest"
 )
 
 // A service that serves gRPC and HTTP on two ports is one provider: one
 // registration (the gRPC port in its metadata), one stop that drains both.
 func TestOneProviderServesHTTPAndGRPCWithOneRegistration(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	conn := testutil.ZKConn(t, zkc.Addrs())
 	sess, err := sd.NewSession(zkc.ConnectString())
 	if err != nil {
@@ -51,7 +50,7 @@ func TestOneProviderServesHTTPAndGRPCWithOneRegistration(t *testing.T) {
 		GRPCListener: grpcLn,
 		Tracker:      tracker,
 		QuietWindow:  50 * time.Millisecond,
-	})
+	}, zkc.registrar())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,11 +58,11 @@ func TestOneProviderServesHTTPAndGRPCWithOneRegistration(t *testing.T) {
 	if err := p.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	children, _, err := conn.Children("/services/both")
+	children, _, err := conn.Children(zkc.base + "/both")
 	if err != nil || len(children) != 1 {
 		t.Fatalf("registrations: %v (%v), want one", children, err)
 	}
-	data, _, err := conn.Get("/services/both/b1")
+	data, _, err := conn.Get(zkc.path("both", "b1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +106,7 @@ func TestOneProviderServesHTTPAndGRPCWithOneRegistration(t *testing.T) {
 	if err := p.Stop(stopCtx); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
-	if ok, _, _ := conn.Exists("/services/both/b1"); ok {
+	if ok, _, _ := conn.Exists(zkc.path("both", "b1")); ok {
 		t.Fatal("still registered after Stop")
 	}
 	for _, addr := range []string{grpcLn.Addr().String(), p.Addr().String()} {

@@ -15,7 +15,6 @@ import (
 	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/provider"
 	"github.com/gracekit/gracekit/sd"
-	"github.com/gracekit/gracekit/zktest"
 )
 
 // sickProvider serves GET /work like startProvider, counts what it serves,
@@ -27,7 +26,7 @@ type sickProvider struct {
 	checks atomic.Int64
 }
 
-func startSickProvider(t *testing.T, zkc *zktest.Cluster, id string, flushURLs []string, check func(sp *sickProvider) func(context.Context) error) *sickProvider {
+func startSickProvider(t *testing.T, zkc *zkEnv, id string, flushURLs []string, check func(sp *sickProvider) func(context.Context) error) *sickProvider {
 	t.Helper()
 	sp := &sickProvider{}
 	if check == nil {
@@ -52,7 +51,7 @@ func startSickProvider(t *testing.T, zkc *zktest.Cluster, id string, flushURLs [
 // check passes again it gets traffic again.
 func TestASickInstanceLeavesRotationAndComesBack(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	gw := startGateway(t, zkc)
 	sick := startSickProvider(t, zkc, "p1", []string{gw.url}, nil)
 	startSickProvider(t, zkc, "p2", []string{gw.url}, nil)
@@ -65,7 +64,7 @@ func TestASickInstanceLeavesRotationAndComesBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer watcherClient.Close()
-	watcher, err := sd.NewInstancer(watcherClient, "quote")
+	watcher, err := sd.NewInstancer(watcherClient, "quote", sd.BasePath(zkc.base))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +118,7 @@ func TestASickInstanceLeavesRotationAndComesBack(t *testing.T) {
 // flap, no transition.
 func TestAnAlternatingCheckDoesNotFlap(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	var n atomic.Int64
 	sp := startSickProvider(t, zkc, "alt", nil, func(sp *sickProvider) func(context.Context) error {
 		return func(context.Context) error {
@@ -140,7 +139,7 @@ func TestAnAlternatingCheckDoesNotFlap(t *testing.T) {
 // check passes again during the stop.
 func TestAStoppingInstanceNeverReturnsToUp(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	conn := testutil.ZKConn(t, zkc.Addrs())
 	sp := startSickProvider(t, zkc, "stopping", nil, nil)
 	sp.sick.Store(true)
@@ -156,7 +155,7 @@ func TestAStoppingInstanceNeverReturnsToUp(t *testing.T) {
 	if sp.checks.Load() != checks {
 		t.Fatal("the health check still runs after Stop")
 	}
-	if ok, _, _ := conn.Exists("/services/quote/stopping"); ok {
+	if ok, _, _ := conn.Exists(zkc.path("quote", "stopping")); ok {
 		t.Fatal("registered after Stop")
 	}
 }
@@ -191,7 +190,7 @@ func hungCheck(hung *atomic.Int64, release <-chan struct{}) func(*sickProvider) 
 // and the instance comes back.
 func TestAHungCheckTakesTheInstanceOutAndIsNotStartedAgain(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	conn := testutil.ZKConn(t, zkc.Addrs())
 	release := make(chan struct{})
 	var hung atomic.Int64
@@ -207,7 +206,7 @@ func TestAHungCheckTakesTheInstanceOutAndIsNotStartedAgain(t *testing.T) {
 		t.Fatalf("/readyz with a hung check: %d, want 503", code)
 	}
 	testutil.WaitFor(t, "the node OUT_OF_SERVICE", func() bool {
-		return nodeStatus(t, conn, "/services/quote/hung") == sd.StatusOutOfService
+		return nodeStatus(t, conn, zkc.path("quote", "hung")) == sd.StatusOutOfService
 	})
 	// Three failed intervals took it out; one Check was started for them.
 	if n := hung.Load(); n != 1 {
@@ -226,7 +225,7 @@ func TestAHungCheckTakesTheInstanceOutAndIsNotStartedAgain(t *testing.T) {
 // whole stop budget leaves every stop step to run, none skipped.
 func TestStopDoesNotWaitForAHungCheck(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	gw := startGateway(t, zkc)
 	release := make(chan struct{})
 	defer close(release)
@@ -269,10 +268,10 @@ func nodeStatus(t *testing.T, conn *zk.Conn, path string) sd.Status {
 // a passing check only removes the health mark, never the drain.
 func TestTheNodeSaysTheHealthCheckTookItOutAndTheOperatorWins(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	conn := testutil.ZKConn(t, zkc.Addrs())
 	sp := startSickProvider(t, zkc, "marked", nil, nil)
-	path := "/services/quote/marked"
+	path := zkc.path("quote", "marked")
 	up, st := nodeOf(t, conn, path)
 	if st == nil || up.Status() != sd.StatusUp || sd.OutOfServiceBy(up) != "" {
 		t.Fatalf("node at start: %+v", up.Metadata)

@@ -17,12 +17,11 @@ import (
 	"github.com/gracekit/gracekit/lifecycle"
 	"github.com/gracekit/gracekit/provider"
 	"github.com/gracekit/gracekit/sd"
-	"github.com/gracekit/gracekit/zktest"
 )
 
 // newBare builds a provider of service "life" over its own session; cfg's
 // Instance and Server are filled in when empty.
-func newBare(t *testing.T, zkc *zktest.Cluster, id string, cfg provider.Config) (*provider.Provider, *sd.Session) {
+func newBare(t *testing.T, zkc *zkEnv, id string, cfg provider.Config) (*provider.Provider, *sd.Session) {
 	t.Helper()
 	sess, err := sd.NewSession(zkc.ConnectString(), sd.SessionTimeout(4*time.Second))
 	if err != nil {
@@ -37,7 +36,7 @@ func newBare(t *testing.T, zkc *zktest.Cluster, id string, cfg provider.Config) 
 	if cfg.Listener == nil && cfg.Addr == "" {
 		cfg.Addr = "127.0.0.1:0"
 	}
-	p, err := provider.New(sess, cfg)
+	p, err := provider.New(sess, cfg, zkc.registrar())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +72,7 @@ func sessionClosed(t *testing.T, sess *sd.Session) {
 // come back after Stop.
 func TestASecondStartDoesNotResurrectTheNodeAfterStop(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	conn := testutil.ZKConn(t, zkc.Addrs())
 	p, sess := newBare(t, zkc, "twice", provider.Config{})
 	ctx := context.Background()
@@ -92,7 +91,7 @@ func TestASecondStartDoesNotResurrectTheNodeAfterStop(t *testing.T) {
 	if err := p.Start(ctx); !errors.Is(err, lifecycle.ErrStopped) {
 		t.Fatalf("Start after Stop: %v, want lifecycle.ErrStopped", err)
 	}
-	nodeStaysGone(t, conn, "/services/life/twice")
+	nodeStaysGone(t, conn, zkc.path("life", "twice"))
 	sessionClosed(t, sess)
 }
 
@@ -100,7 +99,7 @@ func TestASecondStartDoesNotResurrectTheNodeAfterStop(t *testing.T) {
 // the port is free, and no try leaves a session share behind.
 func TestAFailedStartCanBeRetriedAndLeaksNoShare(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	conn := testutil.ZKConn(t, zkc.Addrs())
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -128,13 +127,13 @@ func TestAFailedStartCanBeRetriedAndLeaksNoShare(t *testing.T) {
 	if err := p.Start(ctx); err != nil {
 		t.Fatalf("retry after the port was freed: %v", err)
 	}
-	if ok, _, err := conn.Exists("/services/life/retry"); err != nil || !ok {
+	if ok, _, err := conn.Exists(zkc.path("life", "retry")); err != nil || !ok {
 		t.Fatalf("registered after the retry: %v, %v", ok, err)
 	}
 	if err := p.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	nodeStaysGone(t, conn, "/services/life/retry")
+	nodeStaysGone(t, conn, zkc.path("life", "retry"))
 	sessionClosed(t, sess)
 }
 
@@ -143,7 +142,7 @@ func TestAFailedStartCanBeRetriedAndLeaksNoShare(t *testing.T) {
 // the Stop after it closes the given listener.
 func TestStartWithADoneCtxLeaksNeitherShareNorListener(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +179,7 @@ func TestStartWithADoneCtxLeaksNeitherShareNorListener(t *testing.T) {
 // A Stop during Start cancels it, and what the start did is undone.
 func TestAStopDuringStartCancelsIt(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	conn := testutil.ZKConn(t, zkc.Addrs())
 	release := make(chan struct{})
 	p, sess := newBare(t, zkc, "slow", provider.Config{ReadyCheck: func(ctx context.Context) error {
@@ -199,7 +198,7 @@ func TestAStopDuringStartCancelsIt(t *testing.T) {
 	if err := <-started; err == nil {
 		t.Fatal("Start succeeded although Stop cancelled it")
 	}
-	nodeStaysGone(t, conn, "/services/life/slow")
+	nodeStaysGone(t, conn, zkc.path("life", "slow"))
 	sessionClosed(t, sess)
 }
 
@@ -275,7 +274,7 @@ func TestAnAddressWithAPortOrSchemeIsRefused(t *testing.T) {
 // nothing, rather than registering an instance nothing serves.
 func TestARetryAfterTheServerWasShutDownIsRefused(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	conn := testutil.ZKConn(t, zkc.Addrs())
 	var fail atomic.Bool
 	fail.Store(true)
@@ -293,7 +292,7 @@ func TestARetryAfterTheServerWasShutDownIsRefused(t *testing.T) {
 	if err := p.Start(ctx); !errors.Is(err, provider.ErrServerShutDown) {
 		t.Fatalf("retry: %v, want provider.ErrServerShutDown", err)
 	}
-	if ok, _, _ := conn.Exists("/services/life/shut"); ok {
+	if ok, _, _ := conn.Exists(zkc.path("life", "shut")); ok {
 		t.Fatal("registered by a refused retry")
 	}
 	if err := p.Stop(ctx); err != nil {

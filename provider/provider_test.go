@@ -17,26 +17,68 @@ import (
 
 	"github.com/gracekit/gracekit/consumer"
 	"github.com/gracekit/gracekit/endpoint"
-	"github.com/gracekit/gracekit/internal/assemblytest"
 	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/provider"
 	"github.com/gracekit/gracekit/sd"
 	"github.com/gracekit/gracekit/zktest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(zktest.SharedMain(m)) }
+
+// zkEnv is a ZooKeeper server and the base path a test's nodes go under.
+type zkEnv struct {
+	*zktest.Cluster
+	base string
+}
+
+// sharedZK is the test binary's shared server, with a base path no other
+// test uses: tests on it never see each other's instances.
+func sharedZK(t *testing.T) *zkEnv { return &zkEnv{zktest.Shared(t), zktest.UniquePath(t)} }
+
+// ownZK is a server of the test's own, at sd's default base path, for a
+// test that expires its sessions or drains through the CLI's defaults.
+func ownZK(t *testing.T) *zkEnv { return &zkEnv{zktest.New(t), "/services"} }
+
+// path is the znode of instance id of service under the base path.
+func (z *zkEnv) path(service, id string) string { return z.base + "/" + service + "/" + id }
+
+// registrar makes a provider register under the base path.
+func (z *zkEnv) registrar() provider.Option {
+	return provider.WithRegistrarOptions(sd.BasePath(z.base))
+}
+
+// instancers makes a consumer read under the base path.
+func (z *zkEnv) instancers() consumer.Option {
+	return consumer.WithInstancerOptions(sd.BasePath(z.base))
+}
+
+// startRole starts p or c and stops it (within 10 s) when the test ends.
+func startRole(t *testing.T, role interface {
+	Start(context.Context) error
+	Stop(context.Context) error
+}) {
+	t.Helper()
+	if err := role.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = role.Stop(ctx)
+	})
+}
 
 var secret = []byte("provider-test-secret-0123456789")
 
 // startProvider serves GET /work, answering its instance id after latency.
-func startProvider(t *testing.T, zkc *zktest.Cluster, id string, flushURLs []string) *provider.Provider {
+func startProvider(t *testing.T, zkc *zkEnv, id string, flushURLs []string) *provider.Provider {
 	t.Helper()
 	return startProviderWith(t, zkc, id, flushURLs, 5*time.Millisecond, nil, provider.HealthCheck{})
 }
 
 // startProviderWith is startProvider with the work of a request, a hook
 // called for each one served (nil for none), and a health check.
-func startProviderWith(t *testing.T, zkc *zktest.Cluster, id string, flushURLs []string, work time.Duration, onServe func(), health provider.HealthCheck) *provider.Provider {
+func startProviderWith(t *testing.T, zkc *zkEnv, id string, flushURLs []string, work time.Duration, onServe func(), health provider.HealthCheck) *provider.Provider {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -54,14 +96,19 @@ func startProviderWith(t *testing.T, zkc *zktest.Cluster, id string, flushURLs [
 		time.Sleep(work)
 		_, _ = io.WriteString(w, id)
 	})
-	return assemblytest.StartProvider(t, sess, provider.Config{
+	p, err := provider.New(sess, provider.Config{
 		Instance:    sd.Instance{Name: "quote", ID: id, Address: "127.0.0.1", Port: ln.Addr().(*net.TCPAddr).Port},
 		Server:      &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},
 		Listener:    ln,
 		Flush:       provider.Flush{Secret: secret, Targets: flushURLs},
 		QuietWindow: 100 * time.Millisecond,
 		Health:      health,
-	})
+	}, zkc.registrar())
+	if err != nil {
+		t.Fatal(err)
+	}
+	startRole(t, p)
+	return p
 }
 
 type gateway struct {
@@ -70,13 +117,17 @@ type gateway struct {
 }
 
 // startGateway routes "quote" and accepts flushes at <server>/flush.
-func startGateway(t *testing.T, zkc *zktest.Cluster) *gateway {
+func startGateway(t *testing.T, zkc *zkEnv) *gateway {
 	t.Helper()
 	sess, err := sd.NewSession(zkc.ConnectString())
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := assemblytest.StartConsumer(t, sess)
+	c, err := consumer.New(sess, zkc.instancers())
+	if err != nil {
+		t.Fatal(err)
+	}
+	startRole(t, c)
 	f, err := endpoint.NewHTTPFactory(http.MethodGet, "/work",
 		func(context.Context, *http.Request, any) error { return nil },
 		func(_ context.Context, r *http.Response) (any, error) {
@@ -117,7 +168,7 @@ func startGateway(t *testing.T, zkc *zktest.Cluster) *gateway {
 // no request; its flush is acknowledged and it quiesced.
 func TestAProviderStoppedUnderLoadFailsNoRequest(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	gw := startGateway(t, zkc)
 	p1 := startProvider(t, zkc, "p1", []string{gw.url})
 	startProvider(t, zkc, "p2", []string{gw.url})
@@ -170,12 +221,12 @@ func TestNewDoesNoIOAndStartSaysWhatFailed(t *testing.T) {
 // keeps working after the provider stopped, and the last one closes it.
 func TestProviderAndConsumerShareOneSession(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	sess, err := sd.NewSession(zkc.ConnectString())
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := consumer.New(sess)
+	c, err := consumer.New(sess, zkc.instancers())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +236,7 @@ func TestProviderAndConsumerShareOneSession(t *testing.T) {
 	p, err := provider.New(sess, provider.Config{
 		Instance: sd.Instance{Name: "both", ID: "b1", Address: "127.0.0.1", Port: testutil.FreePort(t)},
 		Server:   &http.Server{Addr: "127.0.0.1:0", ReadHeaderTimeout: time.Second},
-	})
+	}, zkc.registrar())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,7 @@ func lifecycleSeeds(t *testing.T) []uint64 {
 // so the seeds run in parallel.
 func TestRandomLifecycleSequencesLeakNothing(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := ownZK(t)
 	for _, seed := range lifecycleSeeds(t) {
 		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
 			t.Parallel()
