@@ -1,5 +1,7 @@
 package sd
 
+import "github.com/gracekit/gracekit/internal/zkwire"
+
 // SetDefaultWatchMode sets the mode of Instancers made without
 // WithWatchMode, so that the sd tests run in either mode (see TestMain).
 func SetDefaultWatchMode(m WatchMode) { defaultWatchMode = m }
@@ -7,18 +9,24 @@ func SetDefaultWatchMode(m WatchMode) { defaultWatchMode = m }
 // WatchSessionID is the session of c's watch session now (0 while there
 // is none) and the server it is connected to.
 func WatchSessionID(c *Client) (id int64, server string) {
+	conn := watchConn(c)
+	if conn == nil {
+		return 0, ""
+	}
+	return conn.SessionID(), conn.Addr()
+}
+
+// watchConn is c's watch session's connection now, nil while there is none.
+func watchConn(c *Client) *zkwire.Conn {
 	c.mu.Lock()
 	ws := c.ws
 	c.mu.Unlock()
 	if ws == nil {
-		return 0, ""
+		return nil
 	}
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
-	if ws.conn == nil {
-		return 0, ""
-	}
-	return ws.conn.SessionID(), ws.conn.Addr()
+	return ws.conn
 }
 
 // WatchRoots lists the recursive watches c's watch session holds now.
@@ -45,16 +53,8 @@ func OwnSessionDialled(c *Client) bool { return c.zkIfAny() != nil }
 // handshake of either sends.
 func SeenZxid(c *Client) int64 {
 	z := c.zxid.Load()
-	c.mu.Lock()
-	ws := c.ws
-	c.mu.Unlock()
-	if ws == nil {
-		return z
-	}
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	if ws.conn != nil {
-		z = max(z, ws.conn.LastZxid())
+	if conn := watchConn(c); conn != nil {
+		z = max(z, conn.LastZxid())
 	}
 	return z
 }
