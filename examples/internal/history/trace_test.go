@@ -262,3 +262,35 @@ func TestAConsumerThatSawADeletionBeforeTheRecorderIsNotCharged(t *testing.T) {
 		t.Fatalf("a consumer that dropped c 8s before its deletion is not charged: %v", got)
 	}
 }
+
+// Seed 1258117544156544413: the recorder was blind from 2546 to 4549 (a
+// lag fault on its member); the burst client's session expired at about
+// 2800, so its two nodes went then, and the recorder saw them gone only
+// at 4596, its first read after the gap. A consumer that published the
+// empty set at 2857 was ahead of the recorder, not behind ZooKeeper. The
+// same set published before the gap began still went back.
+func TestADeletionSeenJustAfterAGapMayHaveHappenedInIt(t *testing.T) {
+	hist := func(publishedAt int) *History {
+		return &History{
+			Start: at(-3000), End: at(10000), SessionTimeout: 4 * time.Second,
+			Truth: []Change{
+				change(-2436, Created, pathA, 51, "a:1", true),
+				change(-2436, Created, pathB, 54, "b:1", true),
+				change(4596, Deleted, pathA, 51, "a:1", false),
+				change(4596, Deleted, pathB, 54, "b:1", false),
+			},
+			Gaps: []Gap{{From: at(2546), To: at(4549)}},
+			Publishes: []Publish{
+				pub(-3000, "resolver"),
+				pub(-2430, "resolver", m("a:1", 0), m("b:1", 0)),
+				pub(publishedAt, "resolver"),
+			},
+		}
+	}
+	inGap := hist(2857)
+	if r := GoingBack(inGap, NewTruth(inGap), DefaultBounds); len(r.Violations) > 0 {
+		t.Fatalf("a consumer that saw a deletion while the recorder was blind is charged: %v", r.Violations)
+	}
+	before := hist(1000) // before the gap began: ZooKeeper still held both
+	only(t, GoingBack(before, NewTruth(before), DefaultBounds), CheckGoingBack, "resolver")
+}

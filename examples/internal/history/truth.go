@@ -220,10 +220,11 @@ func diff(got, want []string) string {
 }
 
 // deletedSoonAfter tells whether got is st's set less some of its
-// instances, each with a registration the recorder saw deleted after st
-// began and by until: a set the consumer may have published before the
-// recorder saw those deletions (see GoingBack).
-func (t *Truth) deletedSoonAfter(service string, st State, got []string, until time.Time) bool {
+// instances, each with a registration deleted after st began and, at the
+// earliest it may have gone (deletedFrom), by until: a set the consumer
+// may have published before the recorder saw those deletions (see
+// GoingBack).
+func (t *Truth) deletedSoonAfter(service string, st State, got []string, until time.Time, skew time.Duration) bool {
 	if len(got) >= len(st.Addrs) {
 		return false
 	}
@@ -237,10 +238,26 @@ func (t *Truth) deletedSoonAfter(service string, st State, got []string, until t
 			continue
 		}
 		if !slices.ContainsFunc(t.byAddr[service][a], func(r *Registration) bool {
-			return r.Deleted.After(st.At) && !r.Deleted.After(until)
+			return r.Deleted.After(st.At) && !t.deletedFrom(r, skew).After(until)
 		}) {
 			return false
 		}
 	}
 	return true
+}
+
+// deletedFrom is the earliest r's deletion may have happened. A deletion
+// has no time of its own: the recorder dates it by the read that saw it.
+// One seen within skew after a truth gap ended may have happened anywhere
+// in that gap, while the recorder was blind (seed 1258117544156544413: a
+// session expired 0.3 s into a 2 s gap and a consumer published the
+// deletion 1.7 s before the recorder's first read after it).
+func (t *Truth) deletedFrom(r *Registration, skew time.Duration) time.Time {
+	from := r.Deleted
+	for _, g := range t.gaps {
+		if g.From.Before(from) && !r.Deleted.After(g.To.Add(skew)) {
+			from = g.From
+		}
+	}
+	return from
 }

@@ -194,8 +194,9 @@ func PhantomsAndResurrections(h *History, t *Truth, b Bounds) Report {
 // publication plus b.Skew, is that set's version too: a deletion carries
 // no time (no mtime, and its notification no zxid), so the recorder dates
 // it by when it saw it, and a consumer that saw it first is ahead, not
-// behind (seed 7087582546183187199). Sets matching none of ZooKeeper's
-// are not compared.
+// behind (seed 7087582546183187199); one it saw just after a truth gap
+// may have happened from the gap's start on (Truth.deletedFrom). Sets
+// matching none of ZooKeeper's are not compared.
 func GoingBack(h *History, t *Truth, b Bounds) Report {
 	var r Report
 	for _, s := range streams(h) {
@@ -221,7 +222,7 @@ func GoingBack(h *History, t *Truth, b Bounds) Report {
 					// It is as new as that read, even when a later
 					// set equals it.
 					cands = append(cands, i)
-				case t.deletedSoonAfter(s.service, st, got, p.At.Add(b.Skew)):
+				case t.deletedSoonAfter(s.service, st, got, p.At.Add(b.Skew), b.Skew):
 					cands = append(cands, i)
 				}
 				prev = st.Addrs
