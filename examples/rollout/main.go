@@ -78,9 +78,9 @@
 // The processes talk to the driver as examples/CONTRACT.md says. Flags:
 //
 //	-transport http,grpc   transports to run, in order, each in every mode
-//	-modes graceful,naive,migrate  modes to run, in order (migrate: HTTP only)
+//	-modes graceful,naive,migrate,slowstart  modes to run, in order (migrate, slowstart: HTTP only)
 //	-workers 21            concurrent load workers (going round the consumers)
-//	-requests 5000         minimum requests per mode (20% POST /api/orders)
+//	-requests 4000         minimum requests per mode (20% POST /api/orders)
 //	-latency 50ms          PROVIDER_LATENCY
 //	-reuse-ports           restart providers on their old port
 //	-no-crash              skip the kill -9
@@ -168,12 +168,12 @@ func logf(format string, args ...any) {
 }
 
 func parseFlags() config {
-	c := config{preRoll: 1500 * time.Millisecond, preCrash: time.Second, postCrash: 2 * time.Second, postRoll: 0, loadLimit: 75 * time.Second,
+	c := config{preRoll: time.Second, preCrash: time.Second, postCrash: 2 * time.Second, postRoll: 0, loadLimit: 75 * time.Second,
 		stopLimit: 20 * time.Second, readyLimit: 30 * time.Second, reqTimeout: 10 * time.Second}
 	modes := flag.String("modes", "graceful,naive,migrate,slowstart", "modes to run, in order (migrate and slowstart run over HTTP only)")
 	transports := flag.String("transport", "http,grpc", "transports to run, in order, each in every mode: http, grpc")
 	flag.IntVar(&c.workers, "workers", 21, "concurrent load workers (going round the consumers)")
-	flag.Int64Var(&c.minRequests, "requests", 5000, "minimum requests per mode")
+	flag.Int64Var(&c.minRequests, "requests", 4000, "minimum requests per mode")
 	flag.DurationVar(&c.latency, "latency", 50*time.Millisecond, "PROVIDER_LATENCY given to the providers")
 	flag.BoolVar(&c.reusePorts, "reuse-ports", false, "restart providers on their old port (default: a new port per restart, like a new pod's new IP)")
 	flag.BoolVar(&c.noCrash, "no-crash", false, "skip the kill -9 of a provider after the rolling restart")
