@@ -739,6 +739,24 @@ func (c *Client) ensurePath(ctx context.Context, p string, container bool) error
 		return err
 	}
 	full := c.full(p)
+	for walk := 1; ; walk++ {
+		err := c.createPath(ctx, full, container)
+		// A container above was reaped between two of the walk's creates
+		// (the server removes empty ones on its own schedule, Curator's
+		// mkdirs meets the same): walk again from the top.
+		if errors.Is(err, zk.ErrNoNode) && walk < maxPathWalks {
+			continue
+		}
+		return err
+	}
+}
+
+// maxPathWalks bounds ensurePath's walks: each lost one needs the server to
+// reap a parent in the moment between two creates.
+const maxPathWalks = 4
+
+// createPath creates each missing node of full, from the root down.
+func (c *Client) createPath(ctx context.Context, full string, container bool) error {
 	parts := strings.Split(strings.TrimPrefix(full, "/"), "/")
 	cur := ""
 	for i, part := range parts {

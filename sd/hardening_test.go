@@ -526,6 +526,74 @@ func TestRegisterWaitsOutAConnectionLostUnderItsParentsCreate(t *testing.T) {
 	}
 }
 
+// A container parent reaped by the server between two of a registration's
+// parent creates (it removes empty ones on its own schedule: the last
+// instance of a service left, a new one registers) is made again:
+// RegisterContext registers instead of returning "sd: create
+// <parent>/<service>: zk: node does not exist". Found when the per-node
+// pass of make test ran beside the other modules: the test above reaps
+// its base path between its two registrations.
+func TestRegisterWalksAgainWhenAContainerParentIsReapedUnderIt(t *testing.T) {
+	t.Parallel()
+	c := zktest.New(t)
+	look := testutil.ZKConn(t, c.Addrs())
+	base := zktest.UniquePath(t)
+	inst := instance("reaped", 8631)
+	dial := &reapBeforeCreate{look: look, parent: base, child: base + "/" + inst.Name}
+	cl := newClient(t, c, sd.Dialer(dial.Dial))
+	r, err := sd.NewRegistrar(cl, inst, sd.BasePath(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.RegisterContext(ctxFor(t)); err != nil {
+		t.Fatalf("RegisterContext with its base path reaped between its parents' creates: %v", err)
+	}
+	if dial.reaped.Load() != 1 {
+		t.Fatalf("%d reaps, want the parent deleted once under the service's create", dial.reaped.Load())
+	}
+	if _, stat, err := look.Get(r.Path()); err != nil || stat.EphemeralOwner != cl.SessionID() {
+		t.Fatalf("node after the registration: %v, %+v; want it held by the client's session", err, stat)
+	}
+	r.Deregister()
+}
+
+// reapBeforeCreate is a dialer whose connection, at the first create of
+// child, deletes parent through another session first, as the server's
+// container reaper would in that moment.
+type reapBeforeCreate struct {
+	look          *zk.Conn
+	parent, child string
+	reaped        atomic.Int32
+}
+
+func (d *reapBeforeCreate) Dial(network, address string, timeout time.Duration) (net.Conn, error) {
+	c, err := net.DialTimeout(network, address, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &reapBeforeCreateConn{Conn: c, d: d}, nil
+}
+
+type reapBeforeCreateConn struct {
+	net.Conn
+	d      *reapBeforeCreate
+	writes int
+}
+
+func (c *reapBeforeCreateConn) Write(b []byte) (int, error) {
+	c.writes++
+	// A create's body starts with its path: length, then bytes.
+	if _, op, ok := request(c.writes, b); ok && (op == 1 || op == 15 || op == 19) && len(b) >= 16 {
+		if n := int(binary.BigEndian.Uint32(b[12:16])); len(b) >= 16+n && string(b[16:16+n]) == c.d.child &&
+			c.d.reaped.Load() == 0 {
+			if err := c.d.look.Delete(c.d.parent, -1); err == nil {
+				c.d.reaped.Add(1)
+			}
+		}
+	}
+	return c.Conn.Write(b)
+}
+
 // dropReply is a dialer whose connections lose the server's reply to the
 // first request of opcode op (the request reaches the server; pings and
 // every other reply pass), as a server that never answers one request
