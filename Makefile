@@ -6,6 +6,9 @@ TESTFLAGS   ?=
 # Tests that start their own ZooKeeper run in parallel (t.Parallel): most of
 # their time is waits, not CPU.
 PARALLEL    ?= 4
+# Test binaries at once (go test -p; its default is the core count): the
+# tests mostly wait on ZooKeeper, so four on two cores finish sooner.
+PROCS       ?= 4
 BENCHFLAGS  ?=
 FUZZTIME    ?= 15s
 # The library's module, then the examples' and the benchmarks' own modules
@@ -32,11 +35,21 @@ lint: vet
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) run $(STATICCHECK) $(PKGS)); done
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
 
+TESTARGS    = -race -count=1 -timeout 20m -p $(PROCS) -parallel $(PARALLEL) $(TESTFLAGS)
+
 # The sd suite runs in both watch modes: persistent recursive watches (the
-# default) above, and the per-node fallback (ZooKeeper 3.5) here.
+# default) with the library's packages, and the per-node fallback
+# (ZooKeeper 3.5) beside the other modules, its output after theirs.
 test: zookeeper vet
-	@set -e; for m in $(MODULES); do echo "test: $$m"; (cd $$m && $(GO) test -race -count=1 -timeout 20m -parallel $(PARALLEL) $(TESTFLAGS) $(PKGS)); done
-	@echo "test: sd, per-node watches"; GRACEKIT_SD_WATCH_MODE=per-node $(GO) test -race -count=1 -timeout 20m -parallel $(PARALLEL) $(TESTFLAGS) ./sd/
+	@out=$$(mktemp); pernode=; rc=0; \
+	  for m in $(MODULES); do \
+	    echo "test: $$m"; (cd $$m && $(GO) test $(TESTARGS) $(PKGS)) || { rc=1; break; }; \
+	    if [ "$$m" = . ]; then (GRACEKIT_SD_WATCH_MODE=per-node $(GO) test $(TESTARGS) ./sd/ > "$$out" 2>&1) & pernode=$$!; fi; \
+	  done; \
+	  echo "test: sd, per-node watches"; \
+	  if [ -n "$$pernode" ]; then wait $$pernode || rc=1; cat "$$out"; \
+	  elif [ $$rc = 0 ]; then GRACEKIT_SD_WATCH_MODE=per-node $(GO) test $(TESTARGS) ./sd/ || rc=1; fi; \
+	  rm -f "$$out"; exit $$rc
 
 cover: zookeeper
 	$(GO) test -race -count=1 -coverprofile=coverage.out $(PKGS)
