@@ -42,13 +42,6 @@ func report(name string, gracekit, gokit float64, unit string) {
 	reportRounds(name, []float64{gracekit}, []float64{gokit}, unit)
 }
 
-// reportFloor prints a BENCH line of a single round against the floor: the
-// least the server itself needs for the same work, with ratio
-// floor/gracekit (1 would be gracekit costing nothing above the server).
-func reportFloor(name string, gracekit, floor float64, unit string) {
-	reportFloorRounds(name, []float64{gracekit}, []float64{floor}, unit)
-}
-
 // reportRounds prints a BENCH line of paired rounds: round i of gracekit
 // and of go-kit were measured together. The values are the medians of the
 // rounds; the ratio is the median of the rounds' ratios, with their spread,
@@ -61,7 +54,9 @@ func reportRounds(name string, gracekit, gokit []float64, unit string) {
 	fmt.Printf("BENCH name=%s gracekit=%s%s gokit=%s%s %s\n", name, num(median(gracekit)), unit, num(median(gokit)), unit, spread(gracekit, gokit))
 }
 
-// reportFloorRounds is reportRounds against the floor.
+// reportFloorRounds is reportRounds against the floor: the least the
+// server itself needs for the same work, with ratio floor/gracekit (1
+// would be gracekit costing nothing above the server).
 func reportFloorRounds(name string, gracekit, floor []float64, unit string) {
 	fmt.Printf("BENCH name=%s gracekit=%s%s floor=%s%s %s\n", name, num(median(gracekit)), unit, num(median(floor)), unit, spread(gracekit, floor))
 }
