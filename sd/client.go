@@ -742,8 +742,8 @@ func (c *Client) ensurePath(ctx context.Context, p string, container bool) error
 	for walk := 1; ; walk++ {
 		err := c.createPath(ctx, full, container)
 		// A container above was reaped between two of the walk's creates
-		// (the server removes empty ones on its own schedule, Curator's
-		// mkdirs meets the same): walk again from the top.
+		// (the server removes empty ones on its own schedule): walk again
+		// from the top.
 		if errors.Is(err, zk.ErrNoNode) && walk < maxPathWalks {
 			continue
 		}
