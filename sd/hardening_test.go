@@ -397,6 +397,35 @@ func request(n int, b []byte) (xid, op int32, ok bool) {
 	return int32(binary.BigEndian.Uint32(b[4:8])), int32(binary.BigEndian.Uint32(b[8:12])), true
 }
 
+// createOps are the opcodes of a create: create, create2, createContainer.
+var createOps = []int32{1, 15, 19}
+
+// onWrite is a dialer whose connections pass each of go-zookeeper's writes
+// to the func, with its number (the first is the connect request), to send
+// to conn or not: the one shape of the request-side fault dialers below.
+type onWrite func(conn net.Conn, n int, b []byte) (int, error)
+
+func (f onWrite) Dial(network, address string, timeout time.Duration) (net.Conn, error) {
+	c, err := net.DialTimeout(network, address, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &onWriteConn{Conn: c, f: f}, nil
+}
+
+// onWriteConn counts writes without a lock: go-zookeeper writes from one
+// goroutine.
+type onWriteConn struct {
+	net.Conn
+	f      onWrite
+	writes int
+}
+
+func (c *onWriteConn) Write(b []byte) (int, error) {
+	c.writes++
+	return c.f(c.Conn, c.writes, b)
+}
+
 // cutAtRequest is a dialer whose connection hangs up at the first create
 // request (of any kind; of ops when set), as a connection lost between the
 // parents' creates of a registration would: before sending it (afterSend
@@ -410,39 +439,24 @@ type cutAtRequest struct {
 }
 
 func (d *cutAtRequest) Dial(network, address string, timeout time.Duration) (net.Conn, error) {
-	c, err := net.DialTimeout(network, address, timeout)
-	if err != nil {
-		return nil, err
-	}
-	return &cutAtRequestConn{Conn: c, d: d}, nil
+	return onWrite(d.write).Dial(network, address, timeout)
 }
 
-type cutAtRequestConn struct {
-	net.Conn
-	d      *cutAtRequest
-	writes int
-}
-
-func (c *cutAtRequestConn) Write(b []byte) (int, error) {
-	c.writes++
-	if _, op, ok := request(c.writes, b); ok {
-		ops := c.d.ops
-		if ops == nil {
-			ops = []int32{1, 15, 19} // create, create2, createContainer
-		}
-		if slices.Contains(ops, op) {
-			if c.d.done.CompareAndSwap(false, true) {
-				c.d.cuts.Add(1)
-				if c.d.afterSend {
-					n, err := c.Conn.Write(b)
-					c.Conn.Close()
-					return n, err
-				}
-				c.Conn.Close() // the write below fails as on a reset connection
-			}
-		}
+func (d *cutAtRequest) write(conn net.Conn, n int, b []byte) (int, error) {
+	ops := d.ops
+	if ops == nil {
+		ops = createOps
 	}
-	return c.Conn.Write(b)
+	if _, op, ok := request(n, b); ok && slices.Contains(ops, op) && d.done.CompareAndSwap(false, true) {
+		d.cuts.Add(1)
+		if d.afterSend {
+			n, err := conn.Write(b)
+			conn.Close()
+			return n, err
+		}
+		conn.Close() // the write below fails as on a reset connection
+	}
+	return conn.Write(b)
 }
 
 // Issue 24, seed 6061075698734686594: a connection lost under a
@@ -567,31 +581,19 @@ type reapBeforeCreate struct {
 }
 
 func (d *reapBeforeCreate) Dial(network, address string, timeout time.Duration) (net.Conn, error) {
-	c, err := net.DialTimeout(network, address, timeout)
-	if err != nil {
-		return nil, err
-	}
-	return &reapBeforeCreateConn{Conn: c, d: d}, nil
+	return onWrite(d.write).Dial(network, address, timeout)
 }
 
-type reapBeforeCreateConn struct {
-	net.Conn
-	d      *reapBeforeCreate
-	writes int
-}
-
-func (c *reapBeforeCreateConn) Write(b []byte) (int, error) {
-	c.writes++
+func (d *reapBeforeCreate) write(conn net.Conn, n int, b []byte) (int, error) {
 	// A create's body starts with its path: length, then bytes.
-	if _, op, ok := request(c.writes, b); ok && (op == 1 || op == 15 || op == 19) && len(b) >= 16 {
-		if n := int(binary.BigEndian.Uint32(b[12:16])); len(b) >= 16+n && string(b[16:16+n]) == c.d.child &&
-			c.d.reaped.Load() == 0 {
-			if err := c.d.look.Delete(c.d.parent, -1); err == nil {
-				c.d.reaped.Add(1)
+	if _, op, ok := request(n, b); ok && slices.Contains(createOps, op) && len(b) >= 16 && d.reaped.Load() == 0 {
+		if l := int(binary.BigEndian.Uint32(b[12:16])); len(b) >= 16+l && string(b[16:16+l]) == d.child {
+			if err := d.look.Delete(d.parent, -1); err == nil {
+				d.reaped.Add(1)
 			}
 		}
 	}
-	return c.Conn.Write(b)
+	return conn.Write(b)
 }
 
 // dropReply is a dialer whose connections lose the server's reply to the
