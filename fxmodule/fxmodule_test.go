@@ -12,7 +12,6 @@ import (
 	"time"
 
 	kitendpoint "github.com/go-kit/kit/endpoint"
-	"github.com/go-zookeeper/zk"
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
 	"go.uber.org/goleak"
@@ -44,7 +43,7 @@ func get(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-func exists(t *testing.T, conn *zk.Conn, path string) bool {
+func exists(t *testing.T, conn testutil.ZK, path string) bool {
 	t.Helper()
 	ok, _, err := conn.Exists(path)
 	if err != nil {

@@ -38,7 +38,8 @@ func TestRandomFxLifecycleSequencesLeakNothing(t *testing.T) {
 			t.Parallel()
 			testutil.OwnGoroutines(t, func(g testutil.Goroutines) {
 				t.Logf("seed %d", seed)
-				observer, _, err := zk.Connect(zkc.Addrs(), 4*time.Second, zk.WithLogger(testutil.Silent{}))
+				zo, _, err := zk.Connect(zkc.Addrs(), 4*time.Second, zk.WithLogger(testutil.Silent{}))
+				observer := testutil.ZK{Conn: zo}
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -115,7 +116,7 @@ func TestRandomFxLifecycleSequencesLeakNothing(t *testing.T) {
 	}
 }
 
-func nodeStaysGoneFx(t *testing.T, conn *zk.Conn, path string) {
+func nodeStaysGoneFx(t *testing.T, conn testutil.ZK, path string) {
 	t.Helper()
 	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		if exists(t, conn, path) {

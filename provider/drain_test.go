@@ -20,7 +20,7 @@ import (
 	"github.com/gracekit/gracekit/zktest"
 )
 
-func nodeOf(t *testing.T, conn *zk.Conn, p string) (sd.Instance, *zk.Stat) {
+func nodeOf(t *testing.T, conn testutil.ZK, p string) (sd.Instance, *zk.Stat) {
 	t.Helper()
 	data, stat, err := conn.Get(p)
 	if err != nil {

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
-
 	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/provider"
 	"github.com/gracekit/gracekit/sd"
@@ -248,7 +246,7 @@ func TestStopDoesNotWaitForAHungCheck(t *testing.T) {
 	}
 }
 
-func nodeStatus(t *testing.T, conn *zk.Conn, path string) sd.Status {
+func nodeStatus(t *testing.T, conn testutil.ZK, path string) sd.Status {
 	t.Helper()
 	b, _, err := conn.Get(path)
 	if err != nil {

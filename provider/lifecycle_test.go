@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
-
 	"github.com/gracekit/gracekit/consumer"
 	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/lifecycle"
@@ -45,7 +43,7 @@ func newBare(t *testing.T, zkc *zkEnv, id string, cfg provider.Config) (*provide
 
 // nodeStaysGone fails unless the znode at path is absent now and for the
 // next 2 s: a keeper that resurrects nodes does so within a second.
-func nodeStaysGone(t *testing.T, conn *zk.Conn, path string) {
+func nodeStaysGone(t *testing.T, conn testutil.ZK, path string) {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Second)
 	for time.Now().Before(deadline) {

@@ -57,7 +57,8 @@ func TestRandomLifecycleSequencesLeakNothing(t *testing.T) {
 			t.Parallel()
 			testutil.OwnGoroutines(t, func(g testutil.Goroutines) {
 				t.Logf("seed %d (replay with GRACEKIT_LIFECYCLE_SEEDS=%d)", seed, seed)
-				observer, _, err := zk.Connect(zkc.Addrs(), 4*time.Second, zk.WithLogger(testutil.Silent{}))
+				zo, _, err := zk.Connect(zkc.Addrs(), 4*time.Second, zk.WithLogger(testutil.Silent{}))
+				observer := testutil.ZK{Conn: zo}
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -195,7 +196,7 @@ func TestRandomLifecycleSequencesLeakNothing(t *testing.T) {
 
 // nodeGone fails if the znode at path exists: a provider that is not
 // started holds no registration.
-func nodeGone(t *testing.T, conn *zk.Conn, path string) {
+func nodeGone(t *testing.T, conn testutil.ZK, path string) {
 	t.Helper()
 	if ok, _, err := conn.Exists(path); err != nil || ok {
 		t.Fatalf("%s exists (%v) while the provider is not started", path, err)

@@ -15,7 +15,7 @@ import (
 // writesSince counts the writes ZooKeeper took for the node p since
 // before: creates and deletes under its parent, and setData on the node
 // (while it is the same node).
-func writesSince(t *testing.T, conn *zk.Conn, p string, parent0 *zk.Stat, node0 *zk.Stat) int {
+func writesSince(t *testing.T, conn testutil.ZK, p string, parent0 *zk.Stat, node0 *zk.Stat) int {
 	t.Helper()
 	_, parent, err := conn.Exists(path.Dir(p))
 	if err != nil {

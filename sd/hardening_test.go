@@ -575,7 +575,7 @@ func TestRegisterWalksAgainWhenAContainerParentIsReapedUnderIt(t *testing.T) {
 // child, deletes parent through another session first, as the server's
 // container reaper would in that moment.
 type reapBeforeCreate struct {
-	look          *zk.Conn
+	look          testutil.ZK
 	parent, child string
 	reaped        atomic.Int32
 }

@@ -20,7 +20,7 @@ import (
 // container that is empty now: a probe container emptied after them is
 // reaped, then a second one, which only a later pass can reap. ZooKeeper
 // hides a node's type from clients: a container is known by its reaping.
-func reaped(t *testing.T, conn *zk.Conn) {
+func reaped(t *testing.T, conn testutil.ZK) {
 	t.Helper()
 	for range 2 {
 		if _, err := conn.CreateContainer("/probe", nil, zk.FlagContainer, zk.WorldACL(zk.PermAll)); err != nil {

@@ -65,7 +65,7 @@ func (l *eventLog) waitFor(t *testing.T, want ...string) {
 
 // createNode writes inst's Curator node as a persistent node, so that a
 // copy of the server's data keeps it however long the copy waits.
-func createNode(t *testing.T, zc *zk.Conn, inst sd.Instance) string {
+func createNode(t *testing.T, zc testutil.ZK, inst sd.Instance) string {
 	t.Helper()
 	data, err := sd.CuratorCodec{}.Encode(inst)
 	if err != nil {

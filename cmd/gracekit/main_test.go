@@ -83,7 +83,7 @@ func on(c *zktest.Cluster, base string, args ...string) []string {
 
 // rawConn is a plain ZooKeeper connection with a session, to write nodes
 // the library would not; with auth it authenticates as admin.
-func rawConn(t *testing.T, c *zktest.Cluster, auth bool) *zk.Conn {
+func rawConn(t *testing.T, c *zktest.Cluster, auth bool) testutil.ZK {
 	t.Helper()
 	conn := testutil.ZKConn(t, c.Addrs())
 	if auth {
@@ -99,7 +99,7 @@ func rawConn(t *testing.T, c *zktest.Cluster, auth bool) *zk.Conn {
 var safeACL = append(zk.WorldACL(zk.PermRead), zk.DigestACL(zk.PermAll, "admin", "secret")...)
 
 // mkdirs creates p and its missing parents, persistent, with acl.
-func mkdirs(t *testing.T, conn *zk.Conn, p string, acl []zk.ACL) {
+func mkdirs(t *testing.T, conn testutil.ZK, p string, acl []zk.ACL) {
 	t.Helper()
 	cur := ""
 	for _, part := range strings.Split(strings.TrimPrefix(p, "/"), "/") {

@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
-
 	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/provider"
 	"github.com/gracekit/gracekit/sd"
@@ -51,7 +49,7 @@ func TestAnOperatorDrainEvictsFromTheCachedGateway(t *testing.T) {
 
 	const ttl = time.Hour // the cache reads ZooKeeper only when the test moves its clock
 	var skew atomic.Int64
-	src := &countingLister{lister: &zkLister{conn: conn, path: "/services/quote", service: "quote"}}
+	src := &countingLister{lister: &zkLister{conn: conn.Conn, path: "/services/quote", service: "quote"}}
 	c := newCache(src, ttl, newMetrics(), slog.New(slog.DiscardHandler))
 	c.now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
 	g := &gateway{cache: c, service: "quote", m: newMetrics(), client: newClient()}
@@ -194,7 +192,7 @@ func TestAnOperatorDrainEvictsFromTheCachedGateway(t *testing.T) {
 }
 
 // node reads the instance at p; the zero Instance when there is none.
-func node(t *testing.T, conn *zk.Conn, p string) sd.Instance {
+func node(t *testing.T, conn testutil.ZK, p string) sd.Instance {
 	t.Helper()
 	data, _, err := conn.Get(p)
 	if err != nil {

@@ -187,7 +187,7 @@ func (p *process) stop(t *testing.T, what string) string {
 	return p.out.String()
 }
 
-func registered(t *testing.T, conn *zk.Conn, service string) []string {
+func registered(t *testing.T, conn testutil.ZK, service string) []string {
 	t.Helper()
 	ids, _, err := conn.Children("/services/" + service)
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {

@@ -3,12 +3,8 @@ package testutil
 
 import (
 	"net"
-	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/go-zookeeper/zk"
 )
 
 // WaitLimit bounds every wait: generous, since CI machines are shared.
@@ -27,42 +23,6 @@ func WaitFor(tb testing.TB, what string, cond func() bool) {
 		<-tick.C
 	}
 }
-
-// ZKConn is a plain, silent ZooKeeper connection for looking at nodes,
-// one per test and ensemble however often it is asked for (a poll that
-// dialled each time would run into the server's maxClientCnxns), closed
-// when the test ends.
-func ZKConn(tb testing.TB, addrs []string) *zk.Conn {
-	tb.Helper()
-	key := zkConnKey{tb, strings.Join(addrs, ",")}
-	zkConns.mu.Lock()
-	defer zkConns.mu.Unlock()
-	if conn, ok := zkConns.m[key]; ok {
-		return conn
-	}
-	conn, _, err := zk.Connect(addrs, 5*time.Second, zk.WithLogInfo(false), zk.WithLogger(Silent{}))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	zkConns.m[key] = conn
-	tb.Cleanup(func() {
-		zkConns.mu.Lock()
-		delete(zkConns.m, key)
-		zkConns.mu.Unlock()
-		conn.Close()
-	})
-	return conn
-}
-
-type zkConnKey struct {
-	tb    testing.TB
-	addrs string
-}
-
-var zkConns = struct {
-	mu sync.Mutex
-	m  map[zkConnKey]*zk.Conn
-}{m: map[zkConnKey]*zk.Conn{}}
 
 // Silent is a go-zookeeper logger that prints nothing.
 type Silent struct{}
