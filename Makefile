@@ -3,12 +3,15 @@ GO          ?= go
 PKGS        ?= ./...
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.6.1
 TESTFLAGS   ?=
-# Tests that start their own ZooKeeper run in parallel (t.Parallel): most of
-# their time is waits, not CPU.
-PARALLEL    ?= 4
-# Test binaries at once (go test -p; its default is the core count): the
-# tests mostly wait on ZooKeeper, so four on two cores finish sooner.
-PROCS       ?= 4
+# bash for pipefail: make test pipes go test through testsum.
+SHELL       := bash
+.SHELLFLAGS := -o pipefail -c
+CORES       := $(shell getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
+# Test binaries at once (go test -p; its default is the core count), and
+# parallel tests in each: both follow the cores. The tests mostly wait on
+# ZooKeeper, so each binary runs two parallel tests a core.
+PROCS       ?= $(CORES)
+PARALLEL    ?= $(shell echo $$((2 * $(CORES))))
 BENCHFLAGS  ?=
 FUZZTIME    ?= 15s
 # The library's module, then the examples' and the benchmarks' own modules
@@ -16,7 +19,7 @@ FUZZTIME    ?= 15s
 # dependencies.
 MODULES     ?= . examples bench
 
-.PHONY: all zookeeper build vet lint test cover tidy bench demo chaos fuzz clean
+.PHONY: all zookeeper build vet lint test stress cover tidy bench demo chaos fuzz clean
 
 all: build test
 
@@ -40,15 +43,31 @@ TESTARGS    = -race -count=1 -timeout 20m -p $(PROCS) -parallel $(PARALLEL) $(TE
 # The sd suite runs in both watch modes: persistent recursive watches (the
 # default) with the library's packages, and the per-node fallback
 # (ZooKeeper 3.5) in a go test of its own beside the modules, its output
-# after theirs.
+# after theirs. go test's JSON goes through testsum, which prints go test's
+# usual lines as they come and, at the end, the failed tests by name, the
+# ten slowest and a closing count.
 test: zookeeper vet
-	@out=$$(mktemp); rc=0; \
-	  (GRACEKIT_SD_WATCH_MODE=per-node $(GO) test $(TESTARGS) ./sd/ > "$$out" 2>&1) & pernode=$$!; \
+	@tmp=$$(mktemp -d) || exit 1; trap 'rm -rf "$$tmp"' EXIT; rc=0; \
+	  $(GO) build -o "$$tmp/testsum" ./internal/tools/testsum || exit 1; \
+	  (GRACEKIT_SD_WATCH_MODE=per-node $(GO) test -json $(TESTARGS) ./sd/ > "$$tmp/pernode.json" 2>&1; echo $$? > "$$tmp/pernode.rc") & pernode=$$!; \
 	  for m in $(MODULES); do \
-	    echo "test: $$m"; (cd $$m && $(GO) test $(TESTARGS) $(PKGS)) || { rc=1; break; }; \
+	    echo "test: $$m"; \
+	    (cd $$m && $(GO) test -json $(TESTARGS) $(PKGS) 2>&1) | tee -a "$$tmp/all.json" | "$$tmp/testsum" -slowest 0 -label "test: $$m" || rc=1; \
 	  done; \
-	  echo "test: sd, per-node watches"; wait $$pernode || rc=1; cat "$$out"; \
-	  rm -f "$$out"; exit $$rc
+	  echo "test: sd, per-node watches"; wait $$pernode; \
+	  "$$tmp/testsum" -slowest 0 -label "test: sd, per-node watches" < "$$tmp/pernode.json" || rc=1; \
+	  [ "$$(cat "$$tmp/pernode.rc")" = 0 ] || rc=1; \
+	  sed 's/"Package":"github.com\/gracekit\/gracekit\/sd"/"Package":"sd(per-node)"/' "$$tmp/pernode.json" >> "$$tmp/all.json"; \
+	  echo "test: all"; "$$tmp/testsum" -summary -label "make test" < "$$tmp/all.json" || rc=1; \
+	  exit $$rc
+
+# The flake hunt: runs make test (or, with STRESS_PKGS, go test of those
+# packages of the library's module) STRESS_RUNS times in a row beside a CPU
+# hog on one core, and lists every failure by run and test name.
+STRESS_RUNS ?= 5
+STRESS_PKGS ?=
+stress: zookeeper
+	@STRESS_RUNS=$(STRESS_RUNS) STRESS_PKGS="$(STRESS_PKGS)" TESTARGS="$(TESTARGS)" GO=$(GO) scripts/stress.sh
 
 cover: zookeeper
 	$(GO) test -race -count=1 -coverprofile=coverage.out $(PKGS)

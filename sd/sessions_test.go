@@ -284,6 +284,7 @@ func TestWatchSessionsSpreadOverTheEnsemble(t *testing.T) {
 		if err := c.WaitServing(waitLimit); err != nil {
 			t.Fatal(err)
 		}
+		t.Logf("after member %d (%s) restarted: %v", s.ID, s.Addr(), where())
 	}
 	m := where()
 	t.Logf("watch sessions by server after a rolling restart: %v", m)

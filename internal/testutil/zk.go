@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -48,14 +49,17 @@ func transient(err error) (retry, sent bool) {
 // ZKRetryBound passes. maybeDone is set once an attempt may have reached the
 // server.
 func retry(call func(maybeDone bool) error) error {
-	deadline := time.Now().Add(ZKRetryBound)
+	start := time.Now()
 	wait := 20 * time.Millisecond
 	maybeDone := false
-	for {
+	for tries := 1; ; tries++ {
 		err := call(maybeDone)
 		again, sent := transient(err)
-		if !again || time.Now().After(deadline) {
+		if !again {
 			return err
+		}
+		if time.Since(start) > ZKRetryBound {
+			return fmt.Errorf("testutil: %w (%d tries over %v)", err, tries, time.Since(start).Round(time.Millisecond))
 		}
 		maybeDone = maybeDone || sent
 		time.Sleep(wait)
