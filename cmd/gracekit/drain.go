@@ -69,7 +69,7 @@ func runDrain(undrain bool) func(context.Context, []string, io.Writer, io.Writer
 			return fail(stderr, &usageError{fmt.Sprintf("-min-up %d: want 0 or more", minUp)})
 		}
 		if _, ok := cfg.codec.(sd.PlainCodec); ok {
-			return fail(stderr, &usageError{name + ": plain host:port nodes store no status: out of rotation there is the node's absence, which the instance's own Registrar decides (SetStatus OUT_OF_SERVICE deletes it); stop the instance instead"})
+			return refuse(stderr, noStatusRefusal(name, path.Join(cfg.basePath, pos[0], pos[1])))
 		}
 		reg, ctx, err := dial(ctx, cfg, true)
 		if err != nil {
@@ -132,6 +132,8 @@ func runDrain(undrain bool) func(context.Context, []string, io.Writer, io.Writer
 			switch {
 			case errors.As(err, &fe):
 				return refuse(stderr, "gracekit: "+err.Error())
+			case errors.Is(err, sd.ErrNoStatus): // a data-less host:port node, read as auto
+				return refuse(stderr, noStatusRefusal(name, p))
 			case err != nil:
 				return fail(stderr, fmt.Errorf("gracekit: %s %s: %w", name, p, err))
 			}
@@ -172,6 +174,12 @@ const drainHelp = `What a drain reaches depends on the node's layout:
 // undrain does not take.
 const drainOnlyHelp = `
 A drain refuses to leave fewer than -min-up instances UP (-force overrides).`
+
+// noStatusRefusal says why a plain host:port node cannot be drained: it
+// has no data, so no status; out of rotation there is its absence.
+func noStatusRefusal(name, p string) string {
+	return fmt.Sprintf("gracekit: %s refused: %s is a plain host:port node (no data), which stores no status: out of rotation there is the node's absence, which the instance's own Registrar decides (SetStatus OUT_OF_SERVICE deletes it); stop the instance instead; nothing was changed", name, p)
+}
 
 // refuse prints why drain changed nothing and returns exitRefused.
 func refuse(stderr io.Writer, msg string) int {
