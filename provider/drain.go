@@ -40,10 +40,21 @@ func (v *verdict) add(t HealthTransition) {
 func (p *Provider) setSick(sick bool) {
 	v := &p.verdict
 	v.mu.Lock()
+	defer v.mu.Unlock()
 	v.sick = sick
-	healthy := !sick && v.drainedBy == ""
-	v.mu.Unlock()
-	p.ready.SetHealthy(healthy)
+	p.applyReadinessLocked()
+}
+
+// applyReadinessLocked sets the readiness from the whole verdict; v.mu is
+// held. Computed under the lock and applied after it, a health check that
+// recovered as a drain landed could apply its stale "ready" last and leave
+// a drained instance ready. The readiness's followers (gRPC health, the
+// go-kit twin) are called from here, so they must not call the Provider.
+// The stop needs no verdict: Readiness never leaves stopping.
+func (p *Provider) applyReadinessLocked() {
+	v := &p.verdict
+	p.ready.SetDrained(v.drainedBy != "")
+	p.ready.SetHealthy(!v.sick && v.drainedBy == "")
 }
 
 // onRegistrarEvent runs on the Registrar's goroutine: it only notes the
@@ -108,12 +119,13 @@ func (p *Provider) applyDrain(ctx context.Context) {
 	by, was := v.seen, v.drainedBy
 	v.drainedBy = by
 	sick := v.sick
+	if by != was {
+		p.applyReadinessLocked()
+	}
 	v.mu.Unlock()
 	if by == was {
 		return
 	}
-	p.ready.SetDrained(by != "")
-	p.ready.SetHealthy(!sick && by == "")
 	if by == "" {
 		p.log.Info("drain: undrained by the operator", "health_check_failing", sick)
 		if !sick {
