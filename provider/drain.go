@@ -29,20 +29,32 @@ type verdict struct {
 	poke        chan struct{}
 }
 
-func (v *verdict) add(t HealthTransition) {
-	v.mu.Lock()
+// addLocked records a transition as it is decided, v.mu held, and
+// returns its index for done.
+func (v *verdict) addLocked(t HealthTransition) int {
 	v.transitions = append(v.transitions, t)
-	v.mu.Unlock()
+	return len(v.transitions) - 1
 }
 
-// setSick records the health check's verdict and applies both to the
-// readiness.
-func (p *Provider) setSick(sick bool) {
+// done completes transition i once it was carried out: err is everything
+// that failed, the check's own error included.
+func (v *verdict) done(i int, err error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.transitions[i].Err = err
+	v.transitions[i].Done = time.Now()
+}
+
+// setSick records the health check's verdict, applies the whole verdict
+// to the readiness and records the transition, all at once; it returns
+// the transition's index.
+func (p *Provider) setSick(sick bool, cause error) int {
 	v := &p.verdict
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.sick = sick
 	p.applyReadinessLocked()
+	return v.addLocked(HealthTransition{At: time.Now(), Healthy: !sick, By: ByHealth, Err: cause})
 }
 
 // applyReadinessLocked sets the readiness from the whole verdict; v.mu is
@@ -119,8 +131,16 @@ func (p *Provider) applyDrain(ctx context.Context) {
 	by, was := v.seen, v.drainedBy
 	v.drainedBy = by
 	sick := v.sick
+	i := -1
 	if by != was {
 		p.applyReadinessLocked()
+		now := time.Now()
+		switch {
+		case by != "":
+			i = v.addLocked(HealthTransition{At: now, Healthy: false, By: by})
+		case !sick: // the Registrar writes the status: nothing to carry out
+			v.addLocked(HealthTransition{At: now, Healthy: true, By: ByOperator, Done: now})
+		}
 	}
 	v.mu.Unlock()
 	if by == was {
@@ -128,9 +148,6 @@ func (p *Provider) applyDrain(ctx context.Context) {
 	}
 	if by == "" {
 		p.log.Info("drain: undrained by the operator", "health_check_failing", sick)
-		if !sick {
-			v.add(HealthTransition{At: time.Now(), Healthy: true, By: ByOperator})
-		}
 		return
 	}
 	var err error
@@ -144,5 +161,5 @@ func (p *Provider) applyDrain(ctx context.Context) {
 	} else {
 		p.log.Info("drain: out of rotation by the operator", "by", by)
 	}
-	v.add(HealthTransition{At: time.Now(), Healthy: false, By: by, Err: err})
+	v.done(i, err)
 }

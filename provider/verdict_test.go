@@ -51,11 +51,11 @@ func TestAHealthRecoveryRacingADrainLeavesTheInstanceUnready(t *testing.T) {
 		// Registrar reports an operator's drain.
 		p.onRegistrarEvent(sd.RegistrarEvent{Kind: sd.EventUndrained})
 		p.applyDrain(ctx)
-		p.setSick(true)
+		p.setSick(true, nil)
 		p.onRegistrarEvent(sd.RegistrarEvent{Kind: sd.EventDrained, DrainedBy: ByOperator})
 		start := make(chan struct{})
 		var wg sync.WaitGroup
-		wg.Go(func() { <-start; p.setSick(false) })
+		wg.Go(func() { <-start; p.setSick(false, nil) })
 		wg.Go(func() { <-start; p.applyDrain(ctx) })
 		close(start)
 		wg.Wait()
