@@ -29,21 +29,44 @@ type verdict struct {
 	poke        chan struct{}
 }
 
-func (v *verdict) add(t HealthTransition) {
-	v.mu.Lock()
+// addLocked records a transition as it is decided, v.mu held, and
+// returns its index for done.
+func (v *verdict) addLocked(t HealthTransition) int {
 	v.transitions = append(v.transitions, t)
-	v.mu.Unlock()
+	return len(v.transitions) - 1
 }
 
-// setSick records the health check's verdict and applies both to the
-// readiness.
-func (p *Provider) setSick(sick bool) {
+// done completes transition i once it was carried out: err is everything
+// that failed, the check's own error included.
+func (v *verdict) done(i int, err error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.transitions[i].Err = err
+	v.transitions[i].Done = time.Now()
+}
+
+// setSick records the health check's verdict, applies the whole verdict
+// to the readiness and records the transition, all at once; it returns
+// the transition's index.
+func (p *Provider) setSick(sick bool, cause error) int {
 	v := &p.verdict
 	v.mu.Lock()
+	defer v.mu.Unlock()
 	v.sick = sick
-	healthy := !sick && v.drainedBy == ""
-	v.mu.Unlock()
-	p.ready.SetHealthy(healthy)
+	p.applyReadinessLocked()
+	return v.addLocked(HealthTransition{At: time.Now(), Healthy: !sick, By: ByHealth, Err: cause})
+}
+
+// applyReadinessLocked sets the readiness from the whole verdict; v.mu is
+// held. Computed under the lock and applied after it, a health check that
+// recovered as a drain landed could apply its stale "ready" last and leave
+// a drained instance ready. The readiness's followers (gRPC health, the
+// go-kit twin) are called from here, so they must not call the Provider.
+// The stop needs no verdict: Readiness never leaves stopping.
+func (p *Provider) applyReadinessLocked() {
+	v := &p.verdict
+	p.ready.SetDrained(v.drainedBy != "")
+	p.ready.SetHealthy(!v.sick && v.drainedBy == "")
 }
 
 // onRegistrarEvent runs on the Registrar's goroutine: it only notes the
@@ -108,17 +131,23 @@ func (p *Provider) applyDrain(ctx context.Context) {
 	by, was := v.seen, v.drainedBy
 	v.drainedBy = by
 	sick := v.sick
+	i := -1
+	if by != was {
+		p.applyReadinessLocked()
+		now := time.Now()
+		switch {
+		case by != "":
+			i = v.addLocked(HealthTransition{At: now, Healthy: false, By: by})
+		case !sick: // the Registrar writes the status: nothing to carry out
+			v.addLocked(HealthTransition{At: now, Healthy: true, By: ByOperator, Done: now})
+		}
+	}
 	v.mu.Unlock()
 	if by == was {
 		return
 	}
-	p.ready.SetDrained(by != "")
-	p.ready.SetHealthy(!sick && by == "")
 	if by == "" {
 		p.log.Info("drain: undrained by the operator", "health_check_failing", sick)
-		if !sick {
-			v.add(HealthTransition{At: time.Now(), Healthy: true, By: ByOperator})
-		}
 		return
 	}
 	var err error
@@ -132,5 +161,5 @@ func (p *Provider) applyDrain(ctx context.Context) {
 	} else {
 		p.log.Info("drain: out of rotation by the operator", "by", by)
 	}
-	v.add(HealthTransition{At: time.Now(), Healthy: false, By: by, Err: err})
+	v.done(i, err)
 }

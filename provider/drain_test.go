@@ -79,9 +79,9 @@ func TestAnOperatorDrainHoldsUntilUndrained(t *testing.T) {
 	testutil.WaitFor(t, "p1 serving", func() bool { return served.Load() > 20 })
 
 	cli.Run(t, "drain", "quote", "p1", "-zk", zkc.ConnectString())
-	testutil.WaitFor(t, "p1 out of rotation by the operator", func() bool {
+	testutil.WaitFor(t, "p1 out of rotation by the operator, its gateways flushed", func() bool {
 		h := p1.Health()
-		return len(h) == 1 && !h[0].Healthy && h[0].By == provider.ByOperator
+		return len(h) == 1 && !h[0].Healthy && h[0].By == provider.ByOperator && !h[0].Done.IsZero()
 	})
 	if h := p1.Health()[0]; h.Err != nil {
 		t.Fatalf("drain transition %+v: the flush failed", h)

@@ -52,17 +52,25 @@ type HealthCheck struct {
 }
 
 // HealthTransition is one change of an instance's health verdict, its
-// health check's or an operator's (gracekit drain and undrain).
+// health check's or an operator's (gracekit drain and undrain). It is
+// recorded when the verdict is decided, with the readiness it sets, and
+// completed (Done) once the node's status is written and, leaving
+// rotation, the gateways flushed.
 type HealthTransition struct {
+	// At is when the verdict was decided: the readiness changed then.
 	At      time.Time
 	Healthy bool
 	// By is who made the change: ByHealth or ByOperator. While an operator
 	// holds the instance out, a passing health check is recorded but the
 	// instance stays out until undrained.
 	By string
-	// Err is the check's last error when it turned unhealthy, and what
-	// failed in carrying the verdict out (status, flush), if anything.
+	// Err is the check's last error when it turned unhealthy, and, once
+	// Done, what failed in carrying the verdict out (status, flush), if
+	// anything.
 	Err error
+	// Done is when carrying the verdict out ended (status written,
+	// gateways flushed, each within its bound); zero while under way.
+	Done time.Time
 }
 
 func (h HealthCheck) withDefaults() (HealthCheck, error) {
@@ -231,11 +239,14 @@ func (h *healthLoop) check(ctx context.Context, hc HealthCheck) (hung chan error
 	return res, started, fmt.Errorf("provider: the health check did not return within its Timeout %s (a Check that ignores its ctx?)", hc.Timeout)
 }
 
-// record carries a verdict out: readiness, the node's status and, leaving
-// rotation, a flush of the gateways; then logs, counts and keeps it.
+// record carries a verdict out: readiness and its HealthTransition at
+// once, then the node's status and, leaving rotation, a flush of the
+// gateways (up to two Intervals each); then it logs, counts and completes
+// the transition. Recorded only after those, Health() showed nothing for
+// an instance already unready.
 func (h *healthLoop) record(ctx context.Context, healthy bool, cause error) {
 	p := h.p
-	p.setSick(!healthy)
+	i := p.setSick(!healthy, cause)
 	status, by, to := sd.StatusOutOfService, ByHealth, "unhealthy"
 	if healthy {
 		status, by, to = sd.StatusUp, "", "healthy"
@@ -262,5 +273,5 @@ func (h *healthLoop) record(ctx context.Context, healthy bool, cause error) {
 	if c := p.opts.healthCounter; c != nil {
 		c.With("to", to).Add(1)
 	}
-	p.verdict.add(HealthTransition{At: time.Now(), Healthy: healthy, By: ByHealth, Err: err})
+	p.verdict.done(i, err)
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	pathpkg "path"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -75,7 +77,7 @@ func TestASickInstanceLeavesRotationAndComesBack(t *testing.T) {
 	sick.sick.Store(true)
 	testutil.WaitFor(t, "p1 out of rotation, its flush acknowledged", func() bool {
 		h := sick.Health()
-		return len(h) == 1 && !h[0].Healthy
+		return len(h) == 1 && !h[0].Healthy && !h[0].Done.IsZero()
 	})
 	if h := sick.Health(); h[0].Err == nil || !strings.Contains(h[0].Err.Error(), "the database is down") {
 		t.Fatalf("transition %+v, want the check's error", h[0])
@@ -277,9 +279,9 @@ func TestTheNodeSaysTheHealthCheckTookItOutAndTheOperatorWins(t *testing.T) {
 	v := st.Version
 
 	sp.sick.Store(true)
-	testutil.WaitFor(t, "out of rotation by health", func() bool {
+	testutil.WaitFor(t, "out of rotation by health, its status written", func() bool {
 		h := sp.Health()
-		return len(h) == 1 && !h[0].Healthy && h[0].By == provider.ByHealth
+		return len(h) == 1 && !h[0].Healthy && h[0].By == provider.ByHealth && !h[0].Done.IsZero()
 	})
 	inst, st := nodeOf(t, conn, path)
 	if inst.Status() != sd.StatusOutOfService || inst.Metadata[sd.MetadataOutBy] != sd.OutByHealth || sd.OutOfServiceBy(inst) != provider.ByHealth {
@@ -293,7 +295,10 @@ func TestTheNodeSaysTheHealthCheckTookItOutAndTheOperatorWins(t *testing.T) {
 	}
 
 	sp.sick.Store(false)
-	testutil.WaitFor(t, "back in rotation", func() bool { return len(sp.Health()) == 2 })
+	testutil.WaitFor(t, "back in rotation, its status written", func() bool {
+		h := sp.Health()
+		return len(h) == 2 && !h[1].Done.IsZero()
+	})
 	inst, st = nodeOf(t, conn, path)
 	if _, marked := inst.Metadata[sd.MetadataOutBy]; inst.Status() != sd.StatusUp || marked {
 		t.Fatalf("node back UP: %+v, want UP without %s", inst.Metadata, sd.MetadataOutBy)
@@ -304,7 +309,10 @@ func TestTheNodeSaysTheHealthCheckTookItOutAndTheOperatorWins(t *testing.T) {
 
 	// Out by health, then drained: the operator wins.
 	sp.sick.Store(true)
-	testutil.WaitFor(t, "out by health again", func() bool { return len(sp.Health()) == 3 })
+	testutil.WaitFor(t, "out by health again, its status written", func() bool {
+		h := sp.Health()
+		return len(h) == 3 && !h[2].Done.IsZero()
+	})
 	data, st, err := conn.Get(path)
 	if err != nil {
 		t.Fatal(err)
@@ -353,4 +361,66 @@ func TestTheNodeSaysTheHealthCheckTookItOutAndTheOperatorWins(t *testing.T) {
 		inst, _ := nodeOf(t, conn, path)
 		return inst.Status() == sd.StatusUp && sd.OutOfServiceBy(inst) == "" && len(inst.Metadata[sd.MetadataOutBy]) == 0
 	})
+}
+
+// Issue 40: a verdict is in Health() when it is decided, with the
+// readiness it sets, not after the node's status write and the gateways'
+// flush (up to two Intervals each): while the flush of an unhealthy
+// verdict is under way, the instance is unready and Health() says why,
+// not yet Done; once the flush is answered, the transition is Done.
+func TestAHealthVerdictIsRecordedBeforeItIsCarriedOut(t *testing.T) {
+	t.Parallel()
+	zkc := sharedZK(t)
+	arrived := make(chan struct{}, 1)
+	release := make(chan struct{})
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(gw.Close)
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(free) // before the provider's Stop, which flushes too
+	var sick atomic.Bool
+	// Interval bounds the flush at two of them: long enough that the
+	// verdict cannot be recorded after a flush cut by its bound before
+	// the test looks.
+	p := startProviderWith(t, zkc, "early", []string{gw.URL}, 0, nil, provider.HealthCheck{
+		Check: func(context.Context) error {
+			if sick.Load() {
+				return errors.New("the database is down")
+			}
+			return nil
+		},
+		Interval: time.Second, Failures: 1, Passes: 1, Hold: time.Millisecond,
+	})
+
+	sick.Store(true)
+	select {
+	case <-arrived:
+	case <-time.After(testutil.WaitLimit):
+		t.Fatal("the unhealthy verdict's flush never reached the gateway")
+	}
+	// The flush is held: the verdict was decided and is being carried out.
+	if p.Readiness().Ready() {
+		t.Fatal("ready while the unhealthy verdict's flush is under way")
+	}
+	h := p.Health()
+	if len(h) != 1 {
+		t.Fatalf("Health() = %+v while the instance is unready and its flush under way; want the unhealthy transition recorded when it was decided", h)
+	}
+	if h[0].Healthy || h[0].By != provider.ByHealth || !h[0].Done.IsZero() || h[0].Err == nil {
+		t.Fatalf("transition %+v while its flush is under way: want unhealthy, by health, with the check's error, not Done", h[0])
+	}
+	free()
+	testutil.WaitFor(t, "the transition Done once the flush was answered", func() bool { return !p.Health()[0].Done.IsZero() })
+	if h := p.Health(); len(h) != 1 || h[0].Err == nil || !strings.Contains(h[0].Err.Error(), "the database is down") || h[0].Done.Before(h[0].At) {
+		t.Fatalf("transition after its flush: %+v; want the check's error, Done after At", h)
+	}
 }

@@ -48,11 +48,18 @@ func newDrainFlags(undrain bool, stderr io.Writer) (*flag.FlagSet, *drainFlags) 
 	return fs, f
 }
 
+// drainAttempts bounds how often a drain reads and decides again when the
+// node, or a node its -min-up guard counted, changed before its write.
+const drainAttempts = 6
+
 // runDrain is gracekit drain and gracekit undrain: a version-checked
 // setData of the instance's node with sd.Drain's marker (or without it),
 // which changes only the metadata keys the drain owns. It never creates a
 // node, and deletes one only when told to (-delete, for a go-kit node,
-// which has no status); the node's ACL decides who may.
+// which has no status); the node's ACL decides who may. The -min-up guard
+// and the write are one decision: the write goes in one multi with a
+// version check of every node the guard counted, so two drains at once
+// cannot each count the other UP and both land.
 func runDrain(undrain bool) func(context.Context, []string, io.Writer, io.Writer) int {
 	name := "drain"
 	if undrain {
@@ -69,7 +76,7 @@ func runDrain(undrain bool) func(context.Context, []string, io.Writer, io.Writer
 			return fail(stderr, &usageError{fmt.Sprintf("-min-up %d: want 0 or more", minUp)})
 		}
 		if _, ok := cfg.codec.(sd.PlainCodec); ok {
-			return fail(stderr, &usageError{name + ": plain host:port nodes store no status: out of rotation there is the node's absence, which the instance's own Registrar decides (SetStatus OUT_OF_SERVICE deletes it); stop the instance instead"})
+			return refuse(stderr, noStatusRefusal(name, path.Join(cfg.basePath, pos[0], pos[1])))
 		}
 		reg, ctx, err := dial(ctx, cfg, true)
 		if err != nil {
@@ -110,8 +117,10 @@ func runDrain(undrain bool) func(context.Context, []string, io.Writer, io.Writer
 			if _, ok := cfg.codec.(sd.GoKitCodec); ok && kind == nodeCurator {
 				return refuse(stderr, fmt.Sprintf("gracekit: %s: %s is no go-kit node (read with -layout %s): give -layout auto or curator", name, p, layoutGoKit))
 			}
+			var guard []any // a version check of each node the count read
 			if !undrain && decErr == nil && kind != nodeTwin && inst.Metadata[sd.MetadataDrainedBy] == "" && !force {
-				up, err := upAfterDrain(ctx, reg, service, id)
+				var up int
+				up, guard, err = upAfterDrain(ctx, reg, service, id)
 				if err != nil {
 					return fail(stderr, err)
 				}
@@ -124,29 +133,51 @@ func runDrain(undrain bool) func(context.Context, []string, io.Writer, io.Writer
 						service, now, id, up, minUp))
 				}
 			}
-			if kind == nodeGoKit || kind == nodeTwin {
-				return drainGoKit(ctx, reg, name, p, id, inst, stat, del, stdout, stderr)
+			goKit := kind == nodeGoKit || kind == nodeTwin
+			var (
+				op  any
+				out []byte
+			)
+			if goKit {
+				if msg := goKitRefusal(name, p, id, inst, del); msg != "" {
+					return refuse(stderr, msg)
+				}
+				op = &zk.DeleteRequest{Path: reg.full(p), Version: stat.Version}
+			} else {
+				out, err = rewrite(sd.CuratorCodec{}, service, id, data)
+				var fe *sd.ForeignPayloadError
+				switch {
+				case errors.As(err, &fe):
+					return refuse(stderr, "gracekit: "+err.Error())
+				case errors.Is(err, sd.ErrNoStatus): // a data-less host:port node, read as auto
+					return refuse(stderr, noStatusRefusal(name, p))
+				case err != nil:
+					return fail(stderr, fmt.Errorf("gracekit: %s %s: %w", name, p, err))
+				}
+				op = &zk.SetDataRequest{Path: reg.full(p), Data: out, Version: stat.Version}
 			}
-			out, err := rewrite(sd.CuratorCodec{}, service, id, data)
-			var fe *sd.ForeignPayloadError
+			failed, err := commit(reg, guard, op)
 			switch {
-			case errors.As(err, &fe):
-				return refuse(stderr, "gracekit: "+err.Error())
-			case err != nil:
-				return fail(stderr, fmt.Errorf("gracekit: %s %s: %w", name, p, err))
-			}
-			_, err = reg.conn.Set(reg.full(p), out, stat.Version)
-			switch {
-			case errors.Is(err, zk.ErrBadVersion) && attempt < 5:
-				continue // its Registrar wrote meanwhile: read it again
+			case err == nil:
+			case failed >= 0 && failed < len(guard) || errors.Is(err, zk.ErrBadVersion):
+				// A counted node changed or went, or the node itself
+				// (its Registrar wrote): read them again and decide anew.
+				if attempt+1 < drainAttempts {
+					continue
+				}
+				return refuse(stderr, fmt.Sprintf("gracekit: %s refused: %s or the instances of %s it counted changed between its read and its write %d times in a row; nothing was changed: run it again", name, p, service, drainAttempts))
+			case errors.Is(err, zk.ErrNoAuth) && goKit:
+				return fail(stderr, fmt.Errorf("gracekit: drain: may not delete %s (its parent's ACL): give -auth / %s the registry's credentials", p, envZKAuth))
 			case errors.Is(err, zk.ErrNoAuth):
 				return fail(stderr, fmt.Errorf("gracekit: %s: may not write %s (its ACL): only the registry's writers may; give -auth / %s their credentials", name, p, envZKAuth))
 			case errors.Is(err, zk.ErrNoNode):
-				return fail(stderr, &usageError{fmt.Sprintf("%s: the instance %q of %q went meanwhile (no node %s)", name, id, service, p)})
-			case err != nil:
+				return fail(stderr, &usageError{fmt.Sprintf("%s: the instance %q of %q went meanwhile (no node %s); nothing was changed: look again with gracekit ls", name, id, service, p)})
+			default:
 				return fail(stderr, wrap(ctx, "write", p, err))
 			}
-			if undrain {
+			if goKit {
+				fmt.Fprintf(stdout, "drained %s by deleting it (a go-kit node has no status): go-kit and gracekit consumers drop it; it comes back only when its provider registers again (restart it)\n", p)
+			} else if undrain {
 				fmt.Fprintf(stdout, "undrained %s: its status before the drain is back (%s); its Registrar, if any, then writes the one its owner wants, and a gracekit provider's go-kit twin returns with it\n", p, statusAfter(out, service, id))
 			} else {
 				fmt.Fprintf(stdout, "drained %s: OUT_OF_SERVICE, drained_by=%s; its provider flushes the gateways, removes its go-kit twin if it has one, and keeps it out until gracekit undrain\n", p, sd.DrainedByOperator)
@@ -171,7 +202,17 @@ const drainHelp = `What a drain reaches depends on the node's layout:
 // drainOnlyHelp is the part of drain's help about its own flags, which
 // undrain does not take.
 const drainOnlyHelp = `
-A drain refuses to leave fewer than -min-up instances UP (-force overrides).`
+A drain refuses to leave fewer than -min-up instances UP (-force overrides). The
+count and the drain are one atomic decision: the drain's write and a version
+check of every instance it counted UP go in one ZooKeeper multi, so when another
+drain (or anything) changed one of them meanwhile, nothing is written and the
+drain counts again: two drains at once cannot both take the service below -min-up.`
+
+// noStatusRefusal says why a plain host:port node cannot be drained: it
+// has no data, so no status; out of rotation there is its absence.
+func noStatusRefusal(name, p string) string {
+	return fmt.Sprintf("gracekit: %s refused: %s is a plain host:port node (no data), which stores no status: out of rotation there is the node's absence, which the instance's own Registrar decides (SetStatus OUT_OF_SERVICE deletes it); stop the instance instead; nothing was changed", name, p)
+}
 
 // refuse prints why drain changed nothing and returns exitRefused.
 func refuse(stderr io.Writer, msg string) int {
@@ -189,13 +230,15 @@ func statusAfter(data []byte, service, id string) sd.Status {
 
 // upAfterDrain counts the instances of service UP besides id: Curator
 // nodes UP and not drained, and go-kit nodes; a twin counts only when its
-// Curator node is not in the service (one instance, two nodes).
-func upAfterDrain(ctx context.Context, reg *registry, service, id string) (int, error) {
+// Curator node is not in the service (one instance, two nodes). guard
+// checks the version of each node counted: the drain's write goes in one
+// multi with it, so the count still holds when the write lands. A node
+// not counted needs no check: its change can only add to the count.
+func upAfterDrain(ctx context.Context, reg *registry, service, id string) (up int, guard []any, err error) {
 	s, err := reg.scanService(ctx, service, false)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	up := 0
 	for _, n := range s.nodes {
 		if n.name == id || n.readErr != nil || n.decErr != nil {
 			continue
@@ -206,34 +249,41 @@ func upAfterDrain(ctx context.Context, reg *registry, service, id string) (int, 
 		}
 		if n.inst.Status() == sd.StatusUp && n.inst.Metadata[sd.MetadataDrainedBy] == "" {
 			up++
+			guard = append(guard, &zk.CheckVersionRequest{Path: reg.full(n.path), Version: n.stat.Version})
 		}
 	}
-	return up, nil
+	return up, guard, nil
 }
 
-// drainGoKit drains a node that has no status: a go-kit twin is refused
-// (its Curator node is what to drain), a go-kit node is deleted only with
-// -delete, and undrain says how such a node comes back.
-func drainGoKit(ctx context.Context, reg *registry, name, p, id string, inst sd.Instance, stat *zk.Stat, del bool, stdout, stderr io.Writer) int {
-	if strings.HasPrefix(id, sd.GoKitTwinPrefix) || inst.Metadata[sd.MetadataTwinOf] != "" {
-		return refuse(stderr, fmt.Sprintf("gracekit: %s %s: a go-kit twin has no status; it follows its instance: %s the Curator node %s (under the provider's base path) and the twin goes and comes back with it",
-			name, p, name, twinOf(id)))
+// commit writes op, the drain's setData or delete, in one multi with
+// guard: all of it lands or none does. failed is the index of the op that
+// failed, len(guard) for op itself, or -1 when no op's result says (the
+// connection failed).
+func commit(reg *registry, guard []any, op any) (failed int, err error) {
+	res, err := reg.conn.Multi(append(slices.Clip(guard), op)...)
+	if err == nil {
+		return -1, nil
 	}
-	if name == "undrain" {
-		return refuse(stderr, fmt.Sprintf("gracekit: undrain %s: a go-kit node has no status to restore; a drained (deleted) go-kit node comes back when its provider registers again: restart it", p))
+	for i, r := range res {
+		if r.Error != nil {
+			return i, r.Error // ZooKeeper fails the ops after the first as inconsistent
+		}
 	}
-	if !del {
-		return refuse(stderr, fmt.Sprintf("gracekit: drain %s: a go-kit node has no status, so draining it means deleting it, and go-kit's Registrar does not create it again until its provider restarts; give -delete to do that", p))
-	}
-	err := reg.conn.Delete(reg.full(p), stat.Version)
+	return -1, err
+}
+
+// goKitRefusal says why a node that has no status cannot be drained: a
+// go-kit twin (its Curator node is what to drain), any undrain, and a
+// go-kit node without -delete; "" when -delete may delete it.
+func goKitRefusal(name, p, id string, inst sd.Instance, del bool) string {
 	switch {
-	case errors.Is(err, zk.ErrNoAuth):
-		return fail(stderr, fmt.Errorf("gracekit: drain: may not delete %s (its parent's ACL): give -auth / %s the registry's credentials", p, envZKAuth))
-	case errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNoNode):
-		return fail(stderr, &usageError{fmt.Sprintf("drain: %s changed or went meanwhile; nothing deleted: look again with gracekit ls", p)})
-	case err != nil:
-		return fail(stderr, wrap(ctx, "delete", p, err))
+	case strings.HasPrefix(id, sd.GoKitTwinPrefix) || inst.Metadata[sd.MetadataTwinOf] != "":
+		return fmt.Sprintf("gracekit: %s %s: a go-kit twin has no status; it follows its instance: %s the Curator node %s (under the provider's base path) and the twin goes and comes back with it",
+			name, p, name, twinOf(id))
+	case name == "undrain":
+		return fmt.Sprintf("gracekit: undrain %s: a go-kit node has no status to restore; a drained (deleted) go-kit node comes back when its provider registers again: restart it", p)
+	case !del:
+		return fmt.Sprintf("gracekit: drain %s: a go-kit node has no status, so draining it means deleting it, and go-kit's Registrar does not create it again until its provider restarts; give -delete to do that", p)
 	}
-	fmt.Fprintf(stdout, "drained %s by deleting it (a go-kit node has no status): go-kit and gracekit consumers drop it; it comes back only when its provider registers again (restart it)\n", p)
-	return exitOK
+	return ""
 }

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/sd"
 )
@@ -78,4 +80,38 @@ func TestDrainRefusesAnUnknownIDAndTheUnauthorized(t *testing.T) {
 		t.Fatalf("drain with the credentials: exit %d, %q", code, stderr)
 	}
 	testutil.WaitFor(t, "drained", func() bool { return r.DrainedBy() == sd.DrainedByOperator })
+}
+
+// Issue 40: a plain host:port node has no data, so no status to mark: a
+// drain of one is refused (exit 3), as docs/DRAIN.md says, whether the
+// layout was given (-layout plain) or found (a data-less node read as
+// auto), and the node is left as it is.
+func TestADrainOfAPlainNodeIsRefused(t *testing.T) {
+	c := zkServer(t)
+	base := basePath("drain-plain")
+	conn := rawConn(t, c, true)
+	mkdirs(t, conn, base+"/quote", safeACL)
+	node := base + "/quote/127.0.0.1:8080"
+	if _, err := conn.Create(node, nil, zk.FlagEphemeral, safeACL); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		give []string
+	}{
+		{"drain with -layout plain", []string{"drain", "quote", "127.0.0.1:8080", "-layout", "plain"}},
+		{"drain of a data-less node read as auto", []string{"drain", "quote", "127.0.0.1:8080", "-force"}},
+		{"undrain with -layout plain", []string{"undrain", "quote", "127.0.0.1:8080", "-layout", "plain"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, stderr := gk(t, on(c, base, append(tt.give, "-auth", "admin:secret")...)...)
+			if code != exitRefused || !strings.Contains(stderr, "refused") || !strings.Contains(stderr, "no status") {
+				t.Fatalf("exit %d, %q; want %d, refused: no status", code, stderr, exitRefused)
+			}
+		})
+	}
+	if data, st, err := conn.Get(node); err != nil || len(data) != 0 || st.Version != 0 {
+		t.Fatalf("the plain node after refused drains: %q, %+v, %v; want it unchanged", data, st, err)
+	}
 }

@@ -69,7 +69,8 @@ commands, each with its own flags:
     -curator-base string
                      where the Curator nodes of go-kit twins are, when they stand apart (default: -base-path)
   drain <service> <id>    take an instance out of rotation (OUT_OF_SERVICE, drained_by=operator) until undrained
-    -min-up int      refuse to leave fewer instances of the service UP than this (default 1)
+    -min-up int      refuse to leave fewer instances of the service UP than this (default 1);
+                     the count and the drain are one atomic decision (one ZooKeeper multi)
     -force           drain even below -min-up
     -delete          drain a go-kit node (no status) by deleting it: back when its provider registers again
   undrain <service> <id>  bring a drained instance back, with the status it had before the drain

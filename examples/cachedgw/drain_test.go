@@ -118,9 +118,9 @@ func TestAnOperatorDrainEvictsFromTheCachedGateway(t *testing.T) {
 	reads := src.reads.Load()
 	fw.armed.Store(true)
 	cli.Run(t, "drain", "quote", "q1", "-zk", zkc.ConnectString())
-	testutil.WaitFor(t, "q1 out of rotation by the operator", func() bool {
+	testutil.WaitFor(t, "q1 out of rotation by the operator, its gateways flushed", func() bool {
 		h := q1.Health()
-		return len(h) == 1 && !h[0].Healthy && h[0].By == provider.ByOperator
+		return len(h) == 1 && !h[0].Healthy && h[0].By == provider.ByOperator && !h[0].Done.IsZero()
 	})
 	if h := q1.Health()[0]; h.Err != nil || !fw.flushed.Load() {
 		t.Fatalf("drain transition %+v, gateway answered the flush: %v; want it flushed", h, fw.flushed.Load())

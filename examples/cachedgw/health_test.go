@@ -121,7 +121,7 @@ func TestACachedGatewayDropsASickInstanceAndTakesItBack(t *testing.T) {
 	sick.sick.Store(true)
 	waitFor(t, "q1 out of rotation, flushed", func() bool {
 		h := sick.Health()
-		return len(h) == 1 && !h[0].Healthy && fw.flushed.Load()
+		return len(h) == 1 && !h[0].Healthy && !h[0].Done.IsZero() && fw.flushed.Load()
 	})
 	if h := sick.Health(); h[0].Err == nil {
 		t.Fatalf("transition %+v, want the check's error", h[0])
