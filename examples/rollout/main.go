@@ -90,6 +90,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -155,6 +156,7 @@ type config struct {
 	reusePorts  bool   // restart providers on their old port
 	noCrash     bool   // skip the kill -9
 	binDir      string // prebuilt provider, gateway and cachedgw, instead of building
+	lanes       int    // modes run at once
 	svgPath     string // where the timeline chart goes
 	ss          ssConfig
 }
@@ -177,6 +179,7 @@ func parseFlags() config {
 	flag.DurationVar(&c.latency, "latency", 50*time.Millisecond, "PROVIDER_LATENCY given to the providers")
 	flag.BoolVar(&c.reusePorts, "reuse-ports", false, "restart providers on their old port (default: a new port per restart, like a new pod's new IP)")
 	flag.BoolVar(&c.noCrash, "no-crash", false, "skip the kill -9 of a provider after the rolling restart")
+	flag.IntVar(&c.lanes, "lanes", 2, "modes run at once, each under a base path of its own (1: one after another)")
 	flag.StringVar(&c.binDir, "bindir", "", "use the provider, gateway and cachedgw binaries in this directory instead of building them")
 	flag.BoolVar(&c.keep, "keep", false, "keep the temporary directory (binaries, logs) even on success")
 	flag.StringVar(&c.svgPath, "svg", filepath.Join(os.TempDir(), "gracekit-demo.svg"), "where to write the timeline chart (SVG) of every mode")
@@ -214,6 +217,10 @@ func run() (code int) {
 			s.warmup, s.warmupDelay, s.window, s.workers, s.settle, s.steady)
 		return 2
 	}
+	if cfg.lanes < 1 {
+		fmt.Fprintf(os.Stderr, "rollout: invalid -lanes %d (want 1 or more)\n", cfg.lanes)
+		return 2
+	}
 	for _, t := range cfg.transports {
 		if t != transportHTTP && t != transportGRPC {
 			fmt.Fprintf(os.Stderr, "rollout: unknown transport %q (want http or grpc)\n", t)
@@ -247,7 +254,7 @@ func run() (code int) {
 		external := d.closeZK()
 		fmt.Fprintf(os.Stderr, "rollout: interrupted again; logs in %s\n", tmp)
 		if external {
-			fmt.Fprintf(os.Stderr, "rollout: the ZooKeeper path %s may be left behind\n", d.basePath)
+			fmt.Fprintf(os.Stderr, "rollout: the ZooKeeper paths %s-* may be left behind\n", d.basePath)
 		}
 		os.Exit(130)
 	})
@@ -314,13 +321,15 @@ type driver struct {
 	sup         *drive.Supervisor
 	basePath    string // this run's base path: basePathPrefix + random hex
 	runID       string // starts every idempotency key of the run
-	usedPorts   map[int]bool
 	interrupted atomic.Bool
+
+	portMu    sync.Mutex
+	usedPorts map[int]bool
 
 	zkMu      sync.Mutex
 	zkCluster *zktest.Cluster
 	zkConnect string
-	zkUsed    bool // a child was started: the base path may exist
+	bases     []string // the modes' base paths a child was started under
 	bins      map[string]string
 	keptNoted bool // the logs directory was already printed
 }
@@ -338,20 +347,39 @@ func (d *driver) closeZK() (external bool) {
 	return d.zkConnect != ""
 }
 
-// removeBasePath deletes the run's base path and everything below it, once
-// every child has ended. It only warns on failure.
+// removeBasePath deletes every mode's base path and everything below it,
+// once every child has ended. It only warns on failure.
 func (d *driver) removeBasePath() {
 	d.zkMu.Lock()
-	connect, used := d.zkConnect, d.zkUsed
+	connect, bases := d.zkConnect, d.bases
+	d.bases = nil
 	d.zkMu.Unlock()
-	if !used || connect == "" {
+	if connect == "" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	if err := deleteTree(ctx, connect, d.basePath); err != nil {
-		logf("warning: removing %s from ZooKeeper: %v", d.basePath, err)
+	for _, base := range bases {
+		if err := deleteTree(ctx, connect, base); err != nil {
+			logf("warning: removing %s from ZooKeeper: %v", base, err)
+		}
 	}
+}
+
+// useBase records that a child is about to be started under base, so that
+// removeBasePath deletes it.
+func (d *driver) useBase(base string) {
+	d.zkMu.Lock()
+	defer d.zkMu.Unlock()
+	if !slices.Contains(d.bases, base) {
+		d.bases = append(d.bases, base)
+	}
+}
+
+// modeBase is the base path of one mode of the run: modes that run at the
+// same time must not see each other's instances.
+func (d *driver) modeBase(transport, mode string) string {
+	return d.basePath + "-" + strings.ReplaceAll(modeTag(transport, mode), " ", "-")
 }
 
 func (d *driver) run(ctx context.Context) ([]*modeResult, error) {
@@ -361,26 +389,76 @@ func (d *driver) run(ctx context.Context) ([]*modeResult, error) {
 	if err := d.startZK(ctx); err != nil {
 		return nil, err
 	}
-	var results []*modeResult
+	type job struct{ transport, mode string }
+	var jobs []job
 	for _, tr := range d.cfg.transports {
 		for _, mode := range d.cfg.modes {
 			if (mode == modeMigrate || mode == modeSlowStart) && tr != transportHTTP {
 				continue // go-kit's sd/zk registrations name HTTP instances here; slow start is shown once
 			}
-			var r *modeResult
-			var err error
-			if mode == modeSlowStart {
-				r, err = d.runSlowStart(ctx)
-			} else {
-				r, err = d.runMode(ctx, tr, mode)
-			}
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", modeTag(tr, mode), err)
-			}
-			results = append(results, r)
+			jobs = append(jobs, job{tr, mode})
 		}
 	}
+	// The modes run -lanes at a time, each under a base path of its own,
+	// the longest (slowstart) first: the demo's load takes a third of a
+	// core, so two lanes halve its time without starving a mode.
+	order := make([]int, len(jobs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		return cmp.Compare(modeWeight(jobs[b].mode), modeWeight(jobs[a].mode))
+	})
+	results := make([]*modeResult, len(jobs))
+	errs := make([]error, len(jobs))
+	next := make(chan int, len(order))
+	for _, i := range order {
+		next <- i
+	}
+	close(next)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range d.cfg.lanes {
+		wg.Go(func() {
+			for i := range next {
+				if ctx.Err() != nil {
+					return
+				}
+				j := jobs[i]
+				if j.mode == modeSlowStart {
+					results[i], errs[i] = d.runSlowStart(ctx, d.modeBase(j.transport, j.mode))
+				} else {
+					results[i], errs[i] = d.runMode(ctx, j.transport, j.mode, d.modeBase(j.transport, j.mode))
+				}
+				if errs[i] != nil {
+					errs[i] = fmt.Errorf("%s: %w", modeTag(j.transport, j.mode), errs[i])
+					cancel() // the run has failed: end the other lane too
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return nil, err
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	return results, nil
+}
+
+// modeWeight orders the modes for the lanes: the longest first.
+func modeWeight(mode string) int {
+	if mode == modeSlowStart {
+		return 1
+	}
+	return 0
 }
 
 // build compiles the provider, the gateway and the cached gateway once,
@@ -497,6 +575,8 @@ func (d *driver) startInstance(dir string, in *instance) error {
 // newPort returns a free port not used before in this run, so that a
 // restarted provider listens at a new address, as a new pod gets a new IP.
 func (d *driver) newPort() (int, error) {
+	d.portMu.Lock()
+	defer d.portMu.Unlock()
 	for range 20 {
 		ps, err := zktest.FreePorts(1)
 		if err != nil {
@@ -556,7 +636,7 @@ func slots(transport, mode string) (consumers, providers []*instance) {
 	return consumers, providers
 }
 
-func (d *driver) runMode(ctx context.Context, transport, mode string) (res *modeResult, err error) {
+func (d *driver) runMode(ctx context.Context, transport, mode, base string) (res *modeResult, err error) {
 	cfg := d.cfg
 	tag := modeTag(transport, mode)
 	dir := filepath.Join(d.tmp, mode)
@@ -574,11 +654,11 @@ func (d *driver) runMode(ctx context.Context, transport, mode string) (res *mode
 	consumers, providers := slots(transport, mode)
 	var stale []string
 	for _, in := range slices.Concat(consumers, providers) {
-		stale = append(stale, d.basePath+"/"+in.service+"/"+in.id)
+		stale = append(stale, base+"/"+in.service+"/"+in.id)
 	}
 	// A previous mode may have left nodes of killed processes (only in this
 	// run's own base path).
-	if err := deleteNodes(ctx, d.zkConnect, d.basePath, stale...); err != nil {
+	if err := deleteNodes(ctx, d.zkConnect, base, stale...); err != nil {
 		logf("warning: cleaning old instance nodes: %v", err)
 	}
 
@@ -591,7 +671,7 @@ func (d *driver) runMode(ctx context.Context, transport, mode string) (res *mode
 	for _, in := range slices.Concat(consumers, providers) {
 		in.vars = map[string]string{
 			"GRACEKIT_ZK_SERVERS":   d.zkConnect,
-			"GRACEKIT_BASE_PATH":    d.basePath,
+			"GRACEKIT_BASE_PATH":    base,
 			"GRACEKIT_SERVICE":      in.service,
 			"GRACEKIT_INSTANCE_ID":  in.id,
 			"GRACEKIT_ADDRESS":      "127.0.0.1",
@@ -627,9 +707,7 @@ func (d *driver) runMode(ctx context.Context, transport, mode string) (res *mode
 		drive.StopAll(procsOf(consumers), 10*time.Second)
 	}()
 
-	d.zkMu.Lock()
-	d.zkUsed = true
-	d.zkMu.Unlock()
+	d.useBase(base)
 	// Providers first, registered before any consumer starts: the cached
 	// gateway reads its list once, at start, and one that read two of
 	// three providers held the run until its TTL (35 s).
@@ -712,7 +790,7 @@ func (d *driver) runMode(ctx context.Context, transport, mode string) (res *mode
 		}
 		if killed {
 			logf("[%s] %s did not exit within %v: killed", tag, in.id, cfg.stopLimit)
-			if err := deleteNodes(ctx, d.zkConnect, d.basePath, d.basePath+"/"+in.service+"/"+in.id); err != nil {
+			if err := deleteNodes(ctx, d.zkConnect, base, base+"/"+in.service+"/"+in.id); err != nil {
 				logf("warning: %v", err)
 			}
 		}
@@ -727,7 +805,7 @@ func (d *driver) runMode(ctx context.Context, transport, mode string) (res *mode
 		if mode == modeMigrate {
 			// Its replacement: gracekit, with a twin for go-kit's consumers.
 			in.args = []string{"-mode", "graceful"}
-			in.vars["PROVIDER_GOKIT_TWIN"] = d.basePath
+			in.vars["PROVIDER_GOKIT_TWIN"] = base
 		}
 		logf("[%s] %s exited (%s) after %.0fms; starting it again at %s", tag, in.id, st.Exit, ms(st.Wall), in.addr())
 		if err := d.startInstance(dir, in); err != nil {
@@ -771,7 +849,7 @@ func (d *driver) runMode(ctx context.Context, transport, mode string) (res *mode
 
 	if mode == modeMigrate && res.Invalid == "" && !ld.finished() {
 		// Every provider migrated: an operator drains one.
-		if res.Drain, err = d.drainUnderLoad(ctx, tag, ld, providers[0], len(consumers), watching); err != nil {
+		if res.Drain, err = d.drainUnderLoad(ctx, base, tag, ld, providers[0], len(consumers), watching); err != nil {
 			return nil, err
 		}
 	}

@@ -63,18 +63,18 @@ func rewriteNode(ctx context.Context, connect, base, service, id string, f func(
 // drainUnderLoad drains the provider in, watches the load for drainWatch,
 // and undrains it, waiting until the consumers that watch ZooKeeper route
 // to it again.
-func (d *driver) drainUnderLoad(ctx context.Context, tag string, ld *load, in *instance, consumers int, watching []int) (*drainInfo, error) {
+func (d *driver) drainUnderLoad(ctx context.Context, base, tag string, ld *load, in *instance, consumers int, watching []int) (*drainInfo, error) {
 	info := &drainInfo{ID: in.id, Calls: make([]int, consumers)}
 	logf("[%s] drain %s under load, as gracekit drain does (%d requests so far)", tag, in.id, ld.completed.Load())
 	info.At = time.Now()
-	if err := rewriteNode(ctx, d.zkConnect, d.basePath, in.service, in.id, sd.Drain); err != nil {
+	if err := rewriteNode(ctx, d.zkConnect, base, in.service, in.id, sd.Drain); err != nil {
 		return nil, fmt.Errorf("drain %s: %w", in.id, err)
 	}
 	if err := drive.SleepCtx(ctx, drainBound+drainWatch); err != nil {
 		return nil, err
 	}
 	info.Until = time.Now()
-	if err := rewriteNode(ctx, d.zkConnect, d.basePath, in.service, in.id, sd.Undrain); err != nil {
+	if err := rewriteNode(ctx, d.zkConnect, base, in.service, in.id, sd.Undrain); err != nil {
 		return nil, fmt.Errorf("undrain %s: %w", in.id, err)
 	}
 	for deadline := time.Now().Add(10 * time.Second); !ld.seenSince(in.id, info.Until, watching) && !ld.ended(); {

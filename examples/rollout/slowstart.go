@@ -143,7 +143,7 @@ func ssNotes(r *modeResult) []string {
 }
 
 // runSlowStart runs the slowstart mode over HTTP.
-func (d *driver) runSlowStart(ctx context.Context) (res *modeResult, err error) {
+func (d *driver) runSlowStart(ctx context.Context, base string) (res *modeResult, err error) {
 	cfg, ss := d.cfg, d.cfg.ss
 	tag := modeSlowStart
 	dir := filepath.Join(d.tmp, modeSlowStart)
@@ -167,9 +167,9 @@ func (d *driver) runSlowStart(ctx context.Context) (res *modeResult, err error) 
 	all := slices.Concat(consumers, providers)
 	var stale []string
 	for _, in := range all {
-		stale = append(stale, d.basePath+"/"+in.service+"/"+in.id)
+		stale = append(stale, base+"/"+in.service+"/"+in.id)
 	}
-	if err := deleteNodes(ctx, d.zkConnect, d.basePath, stale...); err != nil {
+	if err := deleteNodes(ctx, d.zkConnect, base, stale...); err != nil {
 		logf("warning: cleaning old instance nodes: %v", err)
 	}
 	secret := drive.RandomHex(32)
@@ -179,7 +179,7 @@ func (d *driver) runSlowStart(ctx context.Context) (res *modeResult, err error) 
 		}
 		in.vars = map[string]string{
 			"GRACEKIT_ZK_SERVERS":   d.zkConnect,
-			"GRACEKIT_BASE_PATH":    d.basePath,
+			"GRACEKIT_BASE_PATH":    base,
 			"GRACEKIT_SERVICE":      in.service,
 			"GRACEKIT_INSTANCE_ID":  in.id,
 			"GRACEKIT_ADDRESS":      "127.0.0.1",
@@ -209,9 +209,7 @@ func (d *driver) runSlowStart(ctx context.Context) (res *modeResult, err error) 
 		}
 		drive.StopAll(ps, 10*time.Second)
 	}()
-	d.zkMu.Lock()
-	d.zkUsed = true
-	d.zkMu.Unlock()
+	d.useBase(base)
 	// Providers first: the consumers' first load gives them full shares.
 	for _, in := range slices.Concat(providers, consumers) {
 		if err := d.startInstance(dir, in); err != nil {
@@ -287,7 +285,7 @@ func (d *driver) runSlowStart(ctx context.Context) (res *modeResult, err error) 
 		for k, in := range pair {
 			if stops[k].Killed {
 				logf("[%s] %s did not exit within %v: killed", tag, in.id, cfg.stopLimit)
-				if err := deleteNodes(ctx, d.zkConnect, d.basePath, d.basePath+"/"+in.service+"/"+in.id); err != nil {
+				if err := deleteNodes(ctx, d.zkConnect, base, base+"/"+in.service+"/"+in.id); err != nil {
 					logf("warning: %v", err)
 				}
 			}
