@@ -29,7 +29,7 @@ import (
 // ServiceConfig writes that JSON. An address that joins after the
 // channel's first resolver update is ramped from its instance's
 // registration time (from when the balancer first saw it, when it has
-// none); those of the first update are not. Only addresses that carry an
+// none or one later than that); those of the first update are not. Only addresses that carry an
 // sd.Instance (this package's resolver's) are weighed; others weigh 1.
 // SubConns are health-checked when the service config asks for it, as
 // with round_robin.
@@ -198,12 +198,12 @@ func (pb *pickerBuilder) Build(info base.PickerBuildInfo) balancer.Picker {
 		if !known || first.IsZero() {
 			continue // in the first update (or never told): full weight
 		}
+		// The ramp runs from the registration, or from first sight when the
+		// registration is unknown or later (a clock ahead of ours): never
+		// from this build, which grpc-go redoes at every SubConn change.
 		from := first
-		if described && !inst.RegistrationTime.IsZero() {
+		if described && !inst.RegistrationTime.IsZero() && inst.RegistrationTime.Before(first) {
 			from = inst.RegistrationTime
-		}
-		if from.After(now) {
-			from = now // a clock ahead of ours
 		}
 		if now.Sub(from) < p.s.Window {
 			p.from[i] = from

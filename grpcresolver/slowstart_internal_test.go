@@ -102,6 +102,32 @@ func TestSlowStartPickerHonoursMetadataWeightAndSkew(t *testing.T) {
 	}
 }
 
+// grpc-go rebuilds the picker whenever any SubConn changes state. A
+// registration "in a minute" (a provider's clock ahead of ours) ramps from
+// when the balancer first saw it, so the rebuilds do not restart its ramp:
+// 20 s after joining a 10 s window it has its full share.
+func TestSlowStartPickerRebuildsDoNotRestartAFutureRegistrationsRamp(t *testing.T) {
+	clk := &manualClock{t: time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)}
+	pb := &pickerBuilder{s: defaultSlowStart(), seen: map[string]time.Time{}, now: clk.now}
+	pb.s.Window = 10 * time.Second
+	defer pb.close()
+	a := addrOf("a", clk.t.Add(-time.Hour), nil)
+	pb.update(balancer.ClientConnState{ResolverState: resolver.State{Addresses: []resolver.Address{a}}})
+	b := addrOf("b", clk.t.Add(time.Minute), nil)
+	pb.update(balancer.ClientConnState{ResolverState: resolver.State{Addresses: []resolver.Address{a, b}}})
+	sa, sb := &stubSubConn{name: "a"}, &stubSubConn{name: "b"}
+	info := base.PickerBuildInfo{ReadySCs: map[balancer.SubConn]base.SubConnInfo{sa: {Address: a}, sb: {Address: b}}}
+	var p balancer.Picker
+	for range 4 { // a SubConn changed state every 5 s
+		clk.t = clk.t.Add(5 * time.Second)
+		p = pb.Build(info)
+	}
+	const n = 22000
+	if got := picksOf(t, p, n); got["b"] != n/2 {
+		t.Fatalf("20 s after joining a 10 s window, through 4 picker rebuilds, b got %d of %d picks, want %d (its full share)", got["b"], n, n/2)
+	}
+}
+
 func TestSlowStartConfig(t *testing.T) {
 	tests := []struct {
 		give    string
