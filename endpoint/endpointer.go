@@ -31,6 +31,14 @@ type snapshot struct {
 	w         *weighted.Table // the instances' weights; nil when all are equal
 }
 
+// weight is instance i's weight in the pick table: 1 when all are equal.
+func (s *snapshot) weight(i int) uint64 {
+	if s.w == nil {
+		return 1
+	}
+	return uint64(s.w.Weight(i))
+}
+
 func (s *snapshot) emptyErr() error {
 	if s.err != nil {
 		return s.err

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	kitlb "github.com/go-kit/kit/sd/lb"
 )
 
 // described is a chanInstancer that is also a Describer, with the
@@ -351,4 +353,54 @@ func TestRampEndsOnItsOwnTicker(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// Issue 40: a pick that landed on an ejected instance went to the next one
+// by name, so a ramping c (weight 0.1) next to an ejected b took b's share
+// and more picks than the warm a. The share of b is spread by weight: a
+// gets 1/1.1 of the picks, c 0.1/1.1.
+func TestAnEjectedInstancesShareIsSpreadByWeight(t *testing.T) {
+	clk := newWall()
+	src := newDescribed("a", "b")
+	src.set("a", clk.now().Add(-time.Hour), "")
+	src.set("b", clk.now().Add(-time.Hour), "")
+	fl := newFleet()
+	e, err := NewEndpointer(src, fl.factory, withClock(newClock().now), withWallClock(clk.now), WithSlowStart(10*time.Second, 1, 0.1), EjectAfter(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	src.set("c", clk.now(), "")
+	src.Set("a", "b", "c")
+	settle(e)
+	// b fails once and is ejected; the clock of cool-offs stands still.
+	fl.get(t, "b").fail(refused())
+	eps, _ := e.Endpoints() // a, b, c
+	if _, err := eps[1](context.Background(), nil); err == nil {
+		t.Fatal("b answered")
+	}
+	rr, _ := NewRoundRobin(e)
+	rnd, _ := NewRandom(e)
+	p2c, _ := NewP2C(e)
+	const n = 22000
+	for _, tt := range []struct {
+		name string
+		b    picker
+	}{{"round robin", rr}, {"random", rnd}, {"p2c", p2c}} {
+		t.Run(tt.name+" gives the warm instance the ejected one's share", func(t *testing.T) {
+			got := shares(t, tt.b, n)
+			// Expected a 20,000, c 2,000; random draws stray by about 43
+			// (one sigma), so 400 is over 9 sigmas.
+			if got["b"] != 0 || got["c"] < 1600 || got["c"] > 2400 {
+				t.Fatalf("with b ejected, picks %v of %d; want a near 20000, c (ramping, weight 0.1) near 2000", got, n)
+			}
+		})
+	}
+	t.Run("a pick that spills does not allocate", func(t *testing.T) {
+		for _, b := range []kitlb.Balancer{rr, rnd, p2c} {
+			if allocs := testing.AllocsPerRun(1000, func() { _, _ = b.Endpoint() }); allocs != 0 {
+				t.Fatalf("%T: a pick with b ejected allocates %v times", b, allocs)
+			}
+		}
+	})
 }
