@@ -404,3 +404,86 @@ func TestAnEjectedInstancesShareIsSpreadByWeight(t *testing.T) {
 		}
 	})
 }
+
+// registered is a described that also names registrations, as
+// sd.Instancer does: a RegistrationDescriber.
+type registered struct {
+	*described
+	ids map[string]string
+	zx  map[string]int64
+}
+
+func newRegistered(instances ...string) *registered {
+	return &registered{described: newDescribed(instances...), ids: map[string]string{}, zx: map[string]int64{}}
+}
+
+// register makes id (created at czxid) the newest registration of name.
+func (r *registered) register(name, id string, czxid int64, at time.Time) {
+	r.set(name, at, "")
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ids[name], r.zx[name] = id, czxid
+}
+
+func (r *registered) Registration(instance string) (string, int64, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.reg[instance]
+	return r.ids[instance], r.zx[instance], ok
+}
+
+// The ramp is keyed by the registration, not the instance string: b
+// restarted on its address (a new id and node) while its old node still
+// lists it ramps; its old node's end does not restart the ramp, and a
+// node re-created in a new session, with the registration time it had,
+// goes on from that time.
+func TestSlowStartRampIsKeyedByTheRegistration(t *testing.T) {
+	clk := newWall()
+	src := newRegistered("a", "b")
+	src.register("a", "a", 1, clk.now().Add(-time.Hour))
+	src.register("b", "b", 2, clk.now().Add(-time.Hour))
+	e, err := NewEndpointer(src, newFleet().factory, withWallClock(clk.now), WithSlowStart(10*time.Second, 1, 0.1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	rr, _ := NewRoundRobin(e)
+	const n = 22000
+	bShare := func() float64 { e.reweigh(); return float64(shares(t, rr, n)["b"]) / n }
+
+	src.register("b", "b-restarted", 5, clk.now())
+	src.Set("a", "b", "b") // the old node and the new one
+	settle(e)
+	if got := bShare(); math.Abs(got-0.1/1.1) > 0.01 {
+		t.Fatalf("b restarted on its address has %.3f of the picks, want %.3f (weight 0.1)", got, 0.1/1.1)
+	}
+	clk.advance(5 * time.Second)
+	src.Set("a", "b") // the old node ends
+	settle(e)
+	if got := bShare(); math.Abs(got-0.5/1.5) > 0.01 {
+		t.Fatalf("5 s into b's ramp, after its old node ended, b has %.3f of the picks, want %.3f (weight 0.5)", got, 0.5/1.5)
+	}
+	src.register("b", "b-restarted", 9, clk.now().Add(-5*time.Second)) // a new session's node
+	src.Set("a", "b")
+	settle(e)
+	if got := bShare(); math.Abs(got-0.5/1.5) > 0.01 {
+		t.Fatalf("b's node re-created with its registration time has %.3f of the picks, want %.3f (weight 0.5)", got, 0.5/1.5)
+	}
+}
+
+// Without ids (a plain Describer), a new registration time under the same
+// string tells a new registration.
+func TestSlowStartWithAPlainDescriberKeysTheRampByRegistrationTime(t *testing.T) {
+	clk := newWall()
+	src := newDescribed("a", "b")
+	src.set("a", clk.now().Add(-time.Hour), "")
+	src.set("b", clk.now().Add(-time.Hour), "")
+	e := newDescribedEndpointer(t, src, withWallClock(clk.now), WithSlowStart(10*time.Second, 1, 0.1))
+	rr, _ := NewRoundRobin(e)
+	src.set("b", clk.now(), "")
+	src.Set("a", "b")
+	settle(e)
+	if got := float64(shares(t, rr, 22000)["b"]) / 22000; math.Abs(got-0.1/1.1) > 0.01 {
+		t.Fatalf("b registered again has %.3f of the picks, want %.3f (weight 0.1)", got, 0.1/1.1)
+	}
+}
