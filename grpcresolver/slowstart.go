@@ -1,6 +1,7 @@
 package grpcresolver
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -130,10 +131,18 @@ func (b *slowStartBalancer) Close() {
 // one's ticker when it builds the next or the balancer closes.
 type pickerBuilder struct {
 	s       endpoint.SlowStart
-	loaded  bool                 // the first resolver update came
-	seen    map[string]time.Time // address key → when first seen; zero: in the first update
+	loaded  bool                        // the first resolver update came
+	seen    map[string]time.Time        // address key → when first seen; zero: in the first update
+	newest  map[string]resolver.Address // Addr → its newest registration's address
 	now     func() time.Time
 	current *picker
+}
+
+// czxidOf is the creation zxid of the registration behind a, 0 when a
+// carries none.
+func czxidOf(a resolver.Address) int64 {
+	v, _ := a.Attributes.Value(instanceKey{}).(instanceValue)
+	return v.inst.Czxid
 }
 
 // addrKey tells addresses apart as the instances behind them: one
@@ -151,7 +160,11 @@ func (pb *pickerBuilder) update(s balancer.ClientConnState) {
 	}
 	now := pb.now()
 	keep := make(map[string]time.Time, len(s.ResolverState.Addresses))
+	newest := make(map[string]resolver.Address, len(s.ResolverState.Addresses))
 	for _, a := range s.ResolverState.Addresses {
+		if cur, ok := newest[a.Addr]; !ok || czxidOf(a) > czxidOf(cur) {
+			newest[a.Addr] = a
+		}
 		k := addrKey(a)
 		t, ok := pb.seen[k]
 		switch {
@@ -163,7 +176,7 @@ func (pb *pickerBuilder) update(s balancer.ClientConnState) {
 		}
 		keep[k] = t
 	}
-	pb.seen, pb.loaded = keep, true
+	pb.seen, pb.newest, pb.loaded = keep, newest, true
 }
 
 // Build implements base.PickerBuilder.
@@ -183,13 +196,27 @@ func (pb *pickerBuilder) Build(info base.PickerBuildInfo) balancer.Picker {
 	for sc, i := range info.ReadySCs {
 		rs = append(rs, ready{sc, i.Address})
 	}
-	slices.SortFunc(rs, func(a, b ready) int { return strings.Compare(a.addr.Addr, b.addr.Addr) })
+	// Two registrations of one address (a provider restarted on it while
+	// its old node lives on) have a SubConn each, to the same server: it
+	// is picked through one, weighed by the newest registration, so that
+	// the restart ramps and the old registration adds no full share.
+	slices.SortFunc(rs, func(a, b ready) int {
+		if c := strings.Compare(a.addr.Addr, b.addr.Addr); c != 0 {
+			return c
+		}
+		return cmp.Compare(czxidOf(b.addr), czxidOf(a.addr)) // newest first
+	})
+	rs = slices.CompactFunc(rs, func(a, b ready) bool { return a.addr.Addr == b.addr.Addr })
 	p := &picker{s: pb.s, now: pb.now, scs: make([]balancer.SubConn, len(rs)), weight: make([]float64, len(rs)), from: make([]time.Time, len(rs))}
 	now := pb.now()
 	for i, r := range rs {
 		p.scs[i], p.weight[i] = r.sc, 1
-		first, known := pb.seen[addrKey(r.addr)]
-		inst, described := InstanceFromAddress(r.addr)
+		reg := r.addr
+		if nw, ok := pb.newest[reg.Addr]; ok {
+			reg = nw // its SubConn may not be ready yet
+		}
+		first, known := pb.seen[addrKey(reg)]
+		inst, described := InstanceFromAddress(reg)
 		if described {
 			if w, err := endpoint.ParseWeight(inst.Metadata[endpoint.MetadataWeight]); err == nil {
 				p.weight[i] = w

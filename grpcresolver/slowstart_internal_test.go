@@ -128,6 +128,36 @@ func TestSlowStartPickerRebuildsDoNotRestartAFutureRegistrationsRamp(t *testing.
 	}
 }
 
+// A provider restarted on its address under a new id while its old node
+// lives on: the resolver lists both registrations, and grpc-go gives each
+// a SubConn to the same server. The server ramps by the newest
+// registration; the old one adds no full share beside it.
+func TestSlowStartPickerRampsARestartOnTheSameAddress(t *testing.T) {
+	clk := &manualClock{t: time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)}
+	pb := &pickerBuilder{s: defaultSlowStart(), seen: map[string]time.Time{}, now: clk.now}
+	pb.s.Window = 10 * time.Second
+	defer pb.close()
+	reg := func(id string, czxid int64, at time.Time) resolver.Address {
+		inst := sd.Instance{Name: "quote", ID: id, Address: "127.0.0.1", Port: 2, Czxid: czxid, RegistrationTime: at}
+		return resolver.Address{Addr: "b", Attributes: attributes.New(instanceKey{}, instanceValue{inst})}
+	}
+	a, b := addrOf("a", clk.t.Add(-time.Hour), nil), reg("b", 2, clk.t.Add(-time.Hour))
+	pb.update(balancer.ClientConnState{ResolverState: resolver.State{Addresses: []resolver.Address{a, b}}})
+	b2 := reg("b-restarted", 5, clk.t)
+	pb.update(balancer.ClientConnState{ResolverState: resolver.State{Addresses: []resolver.Address{a, b, b2}}})
+	sa, sb, sb2 := &stubSubConn{name: "a"}, &stubSubConn{name: "b"}, &stubSubConn{name: "b"}
+	ready := map[balancer.SubConn]base.SubConnInfo{sa: {Address: a}, sb: {Address: b}}
+	const n = 22000
+	// b2's SubConn still connects: the server weighs 0.1 already.
+	if got := picksOf(t, pb.Build(base.PickerBuildInfo{ReadySCs: ready}), n); got["b"] < 1800 || got["b"] > 2200 {
+		t.Fatalf("b restarted on its address, its new SubConn not ready yet: picks %v of %d, want b near 2000 (weight 0.1)", got, n)
+	}
+	ready[sb2] = base.SubConnInfo{Address: b2}
+	if got := picksOf(t, pb.Build(base.PickerBuildInfo{ReadySCs: ready}), n); got["b"] < 1800 || got["b"] > 2200 {
+		t.Fatalf("b restarted on its address: picks %v of %d, want b near 2000 (weight 0.1)", got, n)
+	}
+}
+
 func TestSlowStartConfig(t *testing.T) {
 	tests := []struct {
 		give    string
