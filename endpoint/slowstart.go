@@ -74,7 +74,7 @@ func (s SlowStart) Check() error {
 	case s.Window <= 0:
 		return fmt.Errorf("endpoint: slow start window %v is not positive (minimum is 1ns)", s.Window)
 	case !(s.Aggression > 0) || math.IsInf(s.Aggression, 1):
-		return fmt.Errorf("endpoint: slow start aggression %v is not a positive number (1 ramps linearly; above 1 ramps faster early)", s.Aggression)
+		return fmt.Errorf("endpoint: slow start aggression %v out of range (above 0 and finite; 1 ramps linearly, above 1 faster early)", s.Aggression)
 	case !(s.MinWeight > 0 && s.MinWeight <= 1):
 		return fmt.Errorf("endpoint: slow start min weight %v out of range (above 0, at most 1)", s.MinWeight)
 	}

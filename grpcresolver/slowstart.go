@@ -42,17 +42,20 @@ func init() { balancer.Register(slowStartBuilder{}) }
 // the ramp s, for grpc.WithDefaultServiceConfig. It does not check s: the
 // ClientConn does when it parses the config.
 func ServiceConfig(s endpoint.SlowStart) string {
+	w := s.Window.String()
 	b, _ := json.Marshal(map[string]any{"loadBalancingConfig": []any{map[string]any{BalancerName: jsonConfig{
-		Window: s.Window.String(), Aggression: s.Aggression, MinWeight: s.MinWeight,
+		Window: &w, Aggression: &s.Aggression, MinWeight: &s.MinWeight,
 	}}}})
 	return string(b)
 }
 
-// jsonConfig is the policy's config as JSON carries it.
+// jsonConfig is the policy's config as JSON carries it. Pointers tell an
+// absent field (the default) from an explicit zero, which is checked like
+// any other value.
 type jsonConfig struct {
-	Window     string  `json:"window,omitempty"`
-	Aggression float64 `json:"aggression,omitempty"`
-	MinWeight  float64 `json:"minWeight,omitempty"`
+	Window     *string  `json:"window,omitempty"`
+	Aggression *float64 `json:"aggression,omitempty"`
+	MinWeight  *float64 `json:"minWeight,omitempty"`
 }
 
 type lbConfig struct {
@@ -69,7 +72,10 @@ type slowStartBuilder struct{}
 func (slowStartBuilder) Name() string { return BalancerName }
 
 // ParseConfig implements balancer.ConfigParser: a window is a duration
-// string ("30s", "500ms"); absent fields take the defaults.
+// string ("30s", "500ms"); absent (or null) fields take the defaults, and
+// a field given is checked as given: a window is positive, an aggression
+// above 0 (Envoy's rule), a min weight above 0 and at most 1, so that an
+// explicit zero is refused rather than replaced by the default.
 func (slowStartBuilder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) {
 	var c jsonConfig
 	d := json.NewDecoder(strings.NewReader(string(js)))
@@ -78,18 +84,18 @@ func (slowStartBuilder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalan
 		return nil, fmt.Errorf("grpcresolver: %s config %s: %w (want {\"window\":\"30s\",\"aggression\":1,\"minWeight\":0.1})", BalancerName, js, err)
 	}
 	s := defaultSlowStart()
-	if c.Window != "" {
-		w, err := time.ParseDuration(c.Window)
+	if c.Window != nil {
+		w, err := time.ParseDuration(*c.Window)
 		if err != nil {
-			return nil, fmt.Errorf("grpcresolver: %s window %q: want a duration such as \"30s\": %w", BalancerName, c.Window, err)
+			return nil, fmt.Errorf("grpcresolver: %s window %q: want a duration such as \"30s\": %w", BalancerName, *c.Window, err)
 		}
 		s.Window = w
 	}
-	if c.Aggression != 0 {
-		s.Aggression = c.Aggression
+	if c.Aggression != nil {
+		s.Aggression = *c.Aggression
 	}
-	if c.MinWeight != 0 {
-		s.MinWeight = c.MinWeight
+	if c.MinWeight != nil {
+		s.MinWeight = *c.MinWeight
 	}
 	if err := s.Check(); err != nil {
 		return nil, fmt.Errorf("grpcresolver: %s config %s: %w", BalancerName, js, err)

@@ -158,6 +158,44 @@ func TestSlowStartPickerRampsARestartOnTheSameAddress(t *testing.T) {
 	}
 }
 
+// Issue 40: an explicit "aggression":0 or "minWeight":0 was replaced by
+// the default while "window":"0s" was refused. A field given is checked as
+// given: zero is out of range for all three (Envoy's aggression is above
+// 0; a min weight of 0 would give a joining instance no picks at all), and
+// the error names the value and the range. An absent or null field takes
+// the default.
+func TestSlowStartConfigChecksExplicitZeros(t *testing.T) {
+	tests := []struct {
+		give string
+		want []string // in the error
+	}{
+		{give: `{"aggression":0}`, want: []string{"aggression 0", "above 0"}},
+		{give: `{"minWeight":0}`, want: []string{"min weight 0", "above 0, at most 1"}},
+		{give: `{"window":"0s"}`, want: []string{"window 0s", "not positive"}},
+		{give: `{"window":""}`, want: []string{`window ""`, "duration"}},
+		{give: `{"aggression":-1}`, want: []string{"aggression -1", "above 0"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.give+" is refused", func(t *testing.T) {
+			got, err := slowStartBuilder{}.ParseConfig(json.RawMessage(tt.give))
+			if err == nil {
+				t.Fatalf("ParseConfig(%s) = %+v, nil; want an error naming the value and the allowed range", tt.give, got.(*lbConfig).s)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Fatalf("ParseConfig(%s): %q does not say %q", tt.give, err, w)
+				}
+			}
+		})
+	}
+	t.Run("absent and null fields take the defaults", func(t *testing.T) {
+		got, err := slowStartBuilder{}.ParseConfig(json.RawMessage(`{"aggression":null,"minWeight":null}`))
+		if err != nil || got.(*lbConfig).s != defaultSlowStart() {
+			t.Fatalf("got %+v, %v; want the defaults", got, err)
+		}
+	})
+}
+
 func TestSlowStartConfig(t *testing.T) {
 	tests := []struct {
 		give    string
