@@ -29,6 +29,10 @@ import (
 	"github.com/gracekit/gracekit/sd"
 )
 
+// The Endpointers weigh instances by what the Instancer tells of them, and
+// key each ramp by its registration.
+var _ endpoint.RegistrationDescriber = (*sd.Instancer)(nil)
+
 // Option configures a Consumer.
 type Option interface{ applyConsumer(*options) error }
 

@@ -95,3 +95,77 @@ func TestSlowStartRampsAProviderThatRegistersAfterTheFirstLoad(t *testing.T) {
 	}
 	t.Logf("c's calls per 600 over the window: %v", shares)
 }
+
+// Issue 40: a provider restarted on the same address under a new id,
+// while its old node still lists that address, was never ramped: the
+// Endpointer weighed only instance strings new to its set. The ramp is
+// keyed by the registration, so the new one ramps. The window is ten
+// minutes: the shares cannot move while the test counts.
+func TestSlowStartRampsAProviderRestartedOnTheSameAddress(t *testing.T) {
+	t.Parallel()
+	zkc := zktest.New(t)
+	cl, err := sd.NewClient(zkc.ConnectString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	register := func(id string, port int) {
+		t.Helper()
+		r, err := sd.NewRegistrar(cl, sd.Instance{Name: "quote", ID: id, Address: "127.0.0.1", Port: port})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.RegisterContext(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	register("a", 4001)
+	register("b", 4002)
+
+	sess, err := sd.NewSession(zkc.ConnectString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := consumer.New(sess, consumer.WithSlowStart(10*time.Minute, 1, 0.1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Stop(ctx) }()
+	factory := func(instance string) (kitendpoint.Endpoint, io.Closer, error) {
+		return func(context.Context, any) (any, error) { return instance, nil }, nil, nil
+	}
+	call, err := c.Endpoint(ctx, "quote", factory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := func() map[string]int {
+		got := map[string]int{}
+		for range 600 {
+			r, err := call(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[r.(string)]++
+		}
+		return got
+	}
+	if got := batch(); got["127.0.0.1:4002"] != 300 {
+		t.Fatalf("the first load's providers got %v of 600 calls, want 300 each", got)
+	}
+
+	// b restarts on its address as b2; b's node stays (its session has not
+	// expired yet). Then c registers: once the Endpointer lists c, it has
+	// applied a set with b2 in it.
+	register("b2", 4002)
+	register("c", 4003)
+	e := c.Endpointers("quote")[0]
+	testutil.WaitFor(t, "the consumer lists c", func() bool { return slices.Contains(e.Instances(), "127.0.0.1:4003") })
+	// Weights a 1, b2 0.1, c 0.1: b2 gets 50 of 600; at its full weight 286.
+	if got := batch(); got["127.0.0.1:4002"] >= 150 {
+		t.Fatalf("the provider restarted on 127.0.0.1:4002 got %d of 600 calls at once (%v), want about 50: it was not ramped", got["127.0.0.1:4002"], got)
+	}
+}

@@ -31,6 +31,14 @@ type snapshot struct {
 	w         *weighted.Table // the instances' weights; nil when all are equal
 }
 
+// weight is instance i's weight in the pick table: 1 when all are equal.
+func (s *snapshot) weight(i int) uint64 {
+	if s.w == nil {
+		return 1
+	}
+	return uint64(s.w.Weight(i))
+}
+
 func (s *snapshot) emptyErr() error {
 	if s.err != nil {
 		return s.err
@@ -42,11 +50,12 @@ func (s *snapshot) emptyErr() error {
 // built by a Factory. It implements go-kit's sd.Endpointer and is the source
 // of this package's balancers. All methods are safe for concurrent use.
 type Endpointer struct {
-	src       kitsd.Instancer
-	describer Describer // src, when it describes its instances
-	factory   kitsd.Factory
-	opts      options
-	epoch     time.Time
+	src           kitsd.Instancer
+	describer     Describer             // src, when it describes its instances
+	registrations RegistrationDescriber // src, when it names their registrations
+	factory       kitsd.Factory
+	opts          options
+	epoch         time.Time
 
 	snap atomic.Pointer[snapshot]
 
@@ -103,6 +112,7 @@ func NewEndpointer(src kitsd.Instancer, f kitsd.Factory, opts ...Option) (*Endpo
 		tombstones: map[string]time.Time{},
 	}
 	e.describer, _ = src.(Describer)
+	e.registrations, _ = src.(RegistrationDescriber)
 	e.snap.Store(&snapshot{})
 	go e.loop()
 	src.Register(e.events)
@@ -271,6 +281,9 @@ func (e *Endpointer) update(listed []string) {
 			continue
 		}
 		if in, ok := e.current[name]; ok {
+			if joined && e.opts.slowStart != nil && e.reregistered(in) {
+				e.weigh(in, true) // a new registration behind the string: its own ramp
+			}
 			next[name] = in
 			delete(e.current, name)
 			continue

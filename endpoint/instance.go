@@ -36,10 +36,15 @@ type instance struct {
 	owner    *Endpointer
 	call     kitendpoint.Endpoint // ep wrapped with accounting; built once
 
-	// Guarded by owner.mu: the weight from metadata, and when slow start
-	// ramps the instance from (zero: it has its full weight).
-	weight   float64
-	rampFrom time.Time
+	// Guarded by owner.mu: the weight from metadata, when slow start ramps
+	// the instance from (zero: it has its full weight), and the
+	// registration they were taken from (its id and czxid from a
+	// RegistrationDescriber, its time from a Describer).
+	weight     float64
+	rampFrom   time.Time
+	regID      string
+	regCzxid   int64
+	registered time.Time
 
 	refs atomic.Int64
 	// blockedUntil is 0 while the instance may be picked, else the clock

@@ -41,6 +41,23 @@ type Describer interface {
 	Describe(instance string) (registered time.Time, metadata map[string]string, ok bool)
 }
 
+// RegistrationDescriber is a [Describer] that also names the registration
+// behind an instance string: its id and creation zxid
+// ([github.com/gracekit/gracekit/sd.Instancer] is one). When several
+// registrations publish one string (a provider restarted on the same
+// address while its old node lives on), both methods answer for the
+// newest. With [WithSlowStart], the Endpointer keys a ramp by the
+// registration, not by the string: at each update, an instance whose
+// registration changed is weighed again (metadata weight included), and
+// ramps when the new registration is younger than the window. With a
+// plain Describer, a new registration time tells a new registration.
+// Registration must not block; ok is false when the Instancer does not
+// publish instance now.
+type RegistrationDescriber interface {
+	Describer
+	Registration(instance string) (id string, czxid int64, ok bool)
+}
+
 // SlowStart is a ramp, Envoy's slow start: an instance that joined
 // Age ago weighs max(MinWeight, (Age/Window)^(1/Aggression)) of its full
 // weight until Window has passed, then its full weight.
@@ -57,7 +74,7 @@ func (s SlowStart) Check() error {
 	case s.Window <= 0:
 		return fmt.Errorf("endpoint: slow start window %v is not positive (minimum is 1ns)", s.Window)
 	case !(s.Aggression > 0) || math.IsInf(s.Aggression, 1):
-		return fmt.Errorf("endpoint: slow start aggression %v is not a positive number (1 ramps linearly; above 1 ramps faster early)", s.Aggression)
+		return fmt.Errorf("endpoint: slow start aggression %v out of range (above 0 and finite; 1 ramps linearly, above 1 faster early)", s.Aggression)
 	case !(s.MinWeight > 0 && s.MinWeight <= 1):
 		return fmt.Errorf("endpoint: slow start min weight %v out of range (above 0, at most 1)", s.MinWeight)
 	}
@@ -99,10 +116,13 @@ func ParseWeight(v string) (float64, error) {
 // WithSlowStart ramps in the instances that join the set after the first
 // one the Endpointer got: each starts at minWeight of its full weight and
 // grows to it over window, as [SlowStart] says, from its registration time
-// when the Instancer is a [Describer] that knows it, else from when the
-// Endpointer first saw it. One that registered more than window ago (an
-// instance back from out of service) is not ramped; neither are those in
-// the first set, as in Envoy. aggression 1 ([DefaultSlowStartAggression])
+// when the Instancer is a [Describer] that knows it, else (or when that
+// time is later, a clock ahead of ours) from when the Endpointer first saw
+// it. One that registered more than window ago (an instance back from out
+// of service) is not ramped; neither are those in the first set, as in
+// Envoy. A ramp is keyed by the registration: a new one behind a string
+// already in the set (a restart on the same address) ramps too, as
+// [RegistrationDescriber] says. aggression 1 ([DefaultSlowStartAggression])
 // is linear; minWeight is in (0, 1] ([DefaultSlowStartMinWeight]).
 //
 // The Endpointer recomputes the weights while an instance ramps, on a
@@ -141,15 +161,19 @@ func (e *Endpointer) wallNow() time.Time {
 	return time.Now()
 }
 
-// weigh sets in's weight from its metadata and, when it joins a set
-// already loaded and slow start is on, when its ramp starts. e.mu must be
-// held.
+// weigh sets in's weight from its metadata, the registration it stands
+// for and, when it joins a set already loaded and slow start is on, when
+// its ramp starts. e.mu must be held.
 func (e *Endpointer) weigh(in *instance, joined bool) {
+	in.weight, in.rampFrom, in.registered = 1, time.Time{}, time.Time{}
+	if e.registrations != nil {
+		in.regID, in.regCzxid, _ = e.registrations.Registration(in.name)
+	}
 	var registered time.Time
 	if e.describer != nil {
 		reg, md, ok := e.describer.Describe(in.name)
 		if ok {
-			registered = reg
+			registered, in.registered = reg, reg
 			if v, has := md[MetadataWeight]; has {
 				w, err := ParseWeight(v)
 				if err != nil {
@@ -170,6 +194,21 @@ func (e *Endpointer) weigh(in *instance, joined bool) {
 	if now.Sub(registered) < s.Window {
 		in.rampFrom = registered
 	}
+}
+
+// reregistered reports whether the registration behind in's string is no
+// longer the one in was weighed for: a provider restarted on the same
+// address, seen before (or without) its old node's end. e.mu must be held.
+func (e *Endpointer) reregistered(in *instance) bool {
+	switch {
+	case e.registrations != nil:
+		id, czxid, ok := e.registrations.Registration(in.name)
+		return ok && (id != in.regID || czxid != in.regCzxid)
+	case e.describer != nil: // no ids: a new registration time tells
+		reg, _, ok := e.describer.Describe(in.name)
+		return ok && !reg.Equal(in.registered)
+	}
+	return false
 }
 
 // weightsLocked is the pick table of ins (nil when their weights are all

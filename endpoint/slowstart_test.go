@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	kitlb "github.com/go-kit/kit/sd/lb"
 )
 
 // described is a chanInstancer that is also a Describer, with the
@@ -350,5 +352,138 @@ func TestRampEndsOnItsOwnTicker(t *testing.T) {
 			t.Fatal("b still ramps 10 s after a 50 ms window")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Issue 40: a pick that landed on an ejected instance went to the next one
+// by name, so a ramping c (weight 0.1) next to an ejected b took b's share
+// and more picks than the warm a. The share of b is spread by weight: a
+// gets 1/1.1 of the picks, c 0.1/1.1.
+func TestAnEjectedInstancesShareIsSpreadByWeight(t *testing.T) {
+	clk := newWall()
+	src := newDescribed("a", "b")
+	src.set("a", clk.now().Add(-time.Hour), "")
+	src.set("b", clk.now().Add(-time.Hour), "")
+	fl := newFleet()
+	e, err := NewEndpointer(src, fl.factory, withClock(newClock().now), withWallClock(clk.now), WithSlowStart(10*time.Second, 1, 0.1), EjectAfter(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	src.set("c", clk.now(), "")
+	src.Set("a", "b", "c")
+	settle(e)
+	// b fails once and is ejected; the clock of cool-offs stands still.
+	fl.get(t, "b").fail(refused())
+	eps, _ := e.Endpoints() // a, b, c
+	if _, err := eps[1](context.Background(), nil); err == nil {
+		t.Fatal("b answered")
+	}
+	rr, _ := NewRoundRobin(e)
+	rnd, _ := NewRandom(e)
+	p2c, _ := NewP2C(e)
+	const n = 22000
+	for _, tt := range []struct {
+		name string
+		b    picker
+	}{{"round robin", rr}, {"random", rnd}, {"p2c", p2c}} {
+		t.Run(tt.name+" gives the warm instance the ejected one's share", func(t *testing.T) {
+			got := shares(t, tt.b, n)
+			// Expected a 20,000, c 2,000; random draws stray by about 43
+			// (one sigma), so 400 is over 9 sigmas.
+			if got["b"] != 0 || got["c"] < 1600 || got["c"] > 2400 {
+				t.Fatalf("with b ejected, picks %v of %d; want a near 20000, c (ramping, weight 0.1) near 2000", got, n)
+			}
+		})
+	}
+	t.Run("a pick that spills does not allocate", func(t *testing.T) {
+		for _, b := range []kitlb.Balancer{rr, rnd, p2c} {
+			if allocs := testing.AllocsPerRun(1000, func() { _, _ = b.Endpoint() }); allocs != 0 {
+				t.Fatalf("%T: a pick with b ejected allocates %v times", b, allocs)
+			}
+		}
+	})
+}
+
+// registered is a described that also names registrations, as
+// sd.Instancer does: a RegistrationDescriber.
+type registered struct {
+	*described
+	ids map[string]string
+	zx  map[string]int64
+}
+
+func newRegistered(instances ...string) *registered {
+	return &registered{described: newDescribed(instances...), ids: map[string]string{}, zx: map[string]int64{}}
+}
+
+// register makes id (created at czxid) the newest registration of name.
+func (r *registered) register(name, id string, czxid int64, at time.Time) {
+	r.set(name, at, "")
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ids[name], r.zx[name] = id, czxid
+}
+
+func (r *registered) Registration(instance string) (string, int64, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.reg[instance]
+	return r.ids[instance], r.zx[instance], ok
+}
+
+// The ramp is keyed by the registration, not the instance string: b
+// restarted on its address (a new id and node) while its old node still
+// lists it ramps; its old node's end does not restart the ramp, and a
+// node re-created in a new session, with the registration time it had,
+// goes on from that time.
+func TestSlowStartRampIsKeyedByTheRegistration(t *testing.T) {
+	clk := newWall()
+	src := newRegistered("a", "b")
+	src.register("a", "a", 1, clk.now().Add(-time.Hour))
+	src.register("b", "b", 2, clk.now().Add(-time.Hour))
+	e, err := NewEndpointer(src, newFleet().factory, withWallClock(clk.now), WithSlowStart(10*time.Second, 1, 0.1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	rr, _ := NewRoundRobin(e)
+	const n = 22000
+	bShare := func() float64 { e.reweigh(); return float64(shares(t, rr, n)["b"]) / n }
+
+	src.register("b", "b-restarted", 5, clk.now())
+	src.Set("a", "b", "b") // the old node and the new one
+	settle(e)
+	if got := bShare(); math.Abs(got-0.1/1.1) > 0.01 {
+		t.Fatalf("b restarted on its address has %.3f of the picks, want %.3f (weight 0.1)", got, 0.1/1.1)
+	}
+	clk.advance(5 * time.Second)
+	src.Set("a", "b") // the old node ends
+	settle(e)
+	if got := bShare(); math.Abs(got-0.5/1.5) > 0.01 {
+		t.Fatalf("5 s into b's ramp, after its old node ended, b has %.3f of the picks, want %.3f (weight 0.5)", got, 0.5/1.5)
+	}
+	src.register("b", "b-restarted", 9, clk.now().Add(-5*time.Second)) // a new session's node
+	src.Set("a", "b")
+	settle(e)
+	if got := bShare(); math.Abs(got-0.5/1.5) > 0.01 {
+		t.Fatalf("b's node re-created with its registration time has %.3f of the picks, want %.3f (weight 0.5)", got, 0.5/1.5)
+	}
+}
+
+// Without ids (a plain Describer), a new registration time under the same
+// string tells a new registration.
+func TestSlowStartWithAPlainDescriberKeysTheRampByRegistrationTime(t *testing.T) {
+	clk := newWall()
+	src := newDescribed("a", "b")
+	src.set("a", clk.now().Add(-time.Hour), "")
+	src.set("b", clk.now().Add(-time.Hour), "")
+	e := newDescribedEndpointer(t, src, withWallClock(clk.now), WithSlowStart(10*time.Second, 1, 0.1))
+	rr, _ := NewRoundRobin(e)
+	src.set("b", clk.now(), "")
+	src.Set("a", "b")
+	settle(e)
+	if got := float64(shares(t, rr, 22000)["b"]) / 22000; math.Abs(got-0.1/1.1) > 0.01 {
+		t.Fatalf("b registered again has %.3f of the picks, want %.3f (weight 0.1)", got, 0.1/1.1)
 	}
 }

@@ -158,7 +158,8 @@ type Config struct {
 	// from its registration time (endpoint.WithSlowStart; docs/SLOWSTART.md);
 	// zero is DefaultSlowStartWindow. SlowStartAggression shapes the ramp
 	// (zero is 1, linear) and SlowStartMinWeight is the share it starts at
-	// (zero is 0.1). NoSlowStart turns slow start off.
+	// (zero is 0.1). NoSlowStart turns slow start off. Their GRACEKIT_*
+	// variables set to zero are refused: unset them for the defaults.
 	SlowStartWindow     time.Duration
 	SlowStartAggression float64
 	SlowStartMinWeight  float64
@@ -285,10 +286,12 @@ func configFromLookup(lookup func(string) (string, bool)) (Config, error) {
 		}
 		*d.p = x
 	}
+	// In Config a zero slow start field means the default; a variable set
+	// to zero is a value, checked as endpoint.WithSlowStart checks it.
 	if v := get(EnvSlowStartWindow); v != "" {
 		x, err := time.ParseDuration(v)
-		if err != nil {
-			return Config{}, &ConfigError{Field: "SlowStartWindow", Env: EnvSlowStartWindow, Value: v, Want: "a Go duration such as 30s", Err: err}
+		if err != nil || x <= 0 {
+			return Config{}, &ConfigError{Field: "SlowStartWindow", Env: EnvSlowStartWindow, Value: v, Want: "a positive Go duration such as 30s (unset for the default)", Err: err}
 		}
 		c.SlowStartWindow = x
 	}
@@ -300,16 +303,16 @@ func configFromLookup(lookup func(string) (string, bool)) (Config, error) {
 		return Config{}, &ConfigError{Field: "NoSlowStart", Env: EnvSlowStart, Value: v, Want: "on or off"}
 	}
 	for _, f := range []struct {
-		field, env string
-		p          *float64
+		field, env, want string
+		p                *float64
 	}{
-		{"SlowStartAggression", EnvSlowStartAggr, &c.SlowStartAggression},
-		{"SlowStartMinWeight", EnvSlowStartMinWeight, &c.SlowStartMinWeight},
+		{"SlowStartAggression", EnvSlowStartAggr, "a number above 0 such as 1 (unset for the default)", &c.SlowStartAggression},
+		{"SlowStartMinWeight", EnvSlowStartMinWeight, "a number above 0 and at most 1 such as 0.1 (unset for the default)", &c.SlowStartMinWeight},
 	} {
 		if v := get(f.env); v != "" {
 			x, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				return Config{}, &ConfigError{Field: f.field, Env: f.env, Value: v, Want: "a number such as 1 or 0.1", Err: err}
+			if err != nil || x == 0 {
+				return Config{}, &ConfigError{Field: f.field, Env: f.env, Value: v, Want: f.want, Err: err}
 			}
 			*f.p = x
 		}

@@ -91,6 +91,10 @@ func TestSlowStartFromEnv(t *testing.T) {
 		{fxmodule.EnvSlowStartWindow, "soon"},
 		{fxmodule.EnvSlowStartAggr, "steep"},
 		{fxmodule.EnvSlowStartMinWeight, "tenth"},
+		// Zero is a value, not the default (issue 40's explicit zeros).
+		{fxmodule.EnvSlowStartWindow, "0s"},
+		{fxmodule.EnvSlowStartAggr, "0"},
+		{fxmodule.EnvSlowStartMinWeight, "0"},
 	} {
 		t.Run(bad.env+"="+bad.give+" is rejected", func(t *testing.T) {
 			t.Setenv(bad.env, bad.give)

@@ -1,6 +1,7 @@
 package grpcresolver
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -29,7 +30,7 @@ import (
 // ServiceConfig writes that JSON. An address that joins after the
 // channel's first resolver update is ramped from its instance's
 // registration time (from when the balancer first saw it, when it has
-// none); those of the first update are not. Only addresses that carry an
+// none or one later than that); those of the first update are not. Only addresses that carry an
 // sd.Instance (this package's resolver's) are weighed; others weigh 1.
 // SubConns are health-checked when the service config asks for it, as
 // with round_robin.
@@ -41,17 +42,20 @@ func init() { balancer.Register(slowStartBuilder{}) }
 // the ramp s, for grpc.WithDefaultServiceConfig. It does not check s: the
 // ClientConn does when it parses the config.
 func ServiceConfig(s endpoint.SlowStart) string {
+	w := s.Window.String()
 	b, _ := json.Marshal(map[string]any{"loadBalancingConfig": []any{map[string]any{BalancerName: jsonConfig{
-		Window: s.Window.String(), Aggression: s.Aggression, MinWeight: s.MinWeight,
+		Window: &w, Aggression: &s.Aggression, MinWeight: &s.MinWeight,
 	}}}})
 	return string(b)
 }
 
-// jsonConfig is the policy's config as JSON carries it.
+// jsonConfig is the policy's config as JSON carries it. Pointers tell an
+// absent field (the default) from an explicit zero, which is checked like
+// any other value.
 type jsonConfig struct {
-	Window     string  `json:"window,omitempty"`
-	Aggression float64 `json:"aggression,omitempty"`
-	MinWeight  float64 `json:"minWeight,omitempty"`
+	Window     *string  `json:"window,omitempty"`
+	Aggression *float64 `json:"aggression,omitempty"`
+	MinWeight  *float64 `json:"minWeight,omitempty"`
 }
 
 type lbConfig struct {
@@ -68,7 +72,10 @@ type slowStartBuilder struct{}
 func (slowStartBuilder) Name() string { return BalancerName }
 
 // ParseConfig implements balancer.ConfigParser: a window is a duration
-// string ("30s", "500ms"); absent fields take the defaults.
+// string ("30s", "500ms"); absent (or null) fields take the defaults, and
+// a field given is checked as given: a window is positive, an aggression
+// above 0 (Envoy's rule), a min weight above 0 and at most 1, so that an
+// explicit zero is refused rather than replaced by the default.
 func (slowStartBuilder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) {
 	var c jsonConfig
 	d := json.NewDecoder(strings.NewReader(string(js)))
@@ -77,18 +84,18 @@ func (slowStartBuilder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalan
 		return nil, fmt.Errorf("grpcresolver: %s config %s: %w (want {\"window\":\"30s\",\"aggression\":1,\"minWeight\":0.1})", BalancerName, js, err)
 	}
 	s := defaultSlowStart()
-	if c.Window != "" {
-		w, err := time.ParseDuration(c.Window)
+	if c.Window != nil {
+		w, err := time.ParseDuration(*c.Window)
 		if err != nil {
-			return nil, fmt.Errorf("grpcresolver: %s window %q: want a duration such as \"30s\": %w", BalancerName, c.Window, err)
+			return nil, fmt.Errorf("grpcresolver: %s window %q: want a duration such as \"30s\": %w", BalancerName, *c.Window, err)
 		}
 		s.Window = w
 	}
-	if c.Aggression != 0 {
-		s.Aggression = c.Aggression
+	if c.Aggression != nil {
+		s.Aggression = *c.Aggression
 	}
-	if c.MinWeight != 0 {
-		s.MinWeight = c.MinWeight
+	if c.MinWeight != nil {
+		s.MinWeight = *c.MinWeight
 	}
 	if err := s.Check(); err != nil {
 		return nil, fmt.Errorf("grpcresolver: %s config %s: %w", BalancerName, js, err)
@@ -130,10 +137,18 @@ func (b *slowStartBalancer) Close() {
 // one's ticker when it builds the next or the balancer closes.
 type pickerBuilder struct {
 	s       endpoint.SlowStart
-	loaded  bool                 // the first resolver update came
-	seen    map[string]time.Time // address key → when first seen; zero: in the first update
+	loaded  bool                        // the first resolver update came
+	seen    map[string]time.Time        // address key → when first seen; zero: in the first update
+	newest  map[string]resolver.Address // Addr → its newest registration's address
 	now     func() time.Time
 	current *picker
+}
+
+// czxidOf is the creation zxid of the registration behind a, 0 when a
+// carries none.
+func czxidOf(a resolver.Address) int64 {
+	v, _ := a.Attributes.Value(instanceKey{}).(instanceValue)
+	return v.inst.Czxid
 }
 
 // addrKey tells addresses apart as the instances behind them: one
@@ -151,7 +166,11 @@ func (pb *pickerBuilder) update(s balancer.ClientConnState) {
 	}
 	now := pb.now()
 	keep := make(map[string]time.Time, len(s.ResolverState.Addresses))
+	newest := make(map[string]resolver.Address, len(s.ResolverState.Addresses))
 	for _, a := range s.ResolverState.Addresses {
+		if cur, ok := newest[a.Addr]; !ok || czxidOf(a) > czxidOf(cur) {
+			newest[a.Addr] = a
+		}
 		k := addrKey(a)
 		t, ok := pb.seen[k]
 		switch {
@@ -163,7 +182,7 @@ func (pb *pickerBuilder) update(s balancer.ClientConnState) {
 		}
 		keep[k] = t
 	}
-	pb.seen, pb.loaded = keep, true
+	pb.seen, pb.newest, pb.loaded = keep, newest, true
 }
 
 // Build implements base.PickerBuilder.
@@ -183,13 +202,27 @@ func (pb *pickerBuilder) Build(info base.PickerBuildInfo) balancer.Picker {
 	for sc, i := range info.ReadySCs {
 		rs = append(rs, ready{sc, i.Address})
 	}
-	slices.SortFunc(rs, func(a, b ready) int { return strings.Compare(a.addr.Addr, b.addr.Addr) })
+	// Two registrations of one address (a provider restarted on it while
+	// its old node lives on) have a SubConn each, to the same server: it
+	// is picked through one, weighed by the newest registration, so that
+	// the restart ramps and the old registration adds no full share.
+	slices.SortFunc(rs, func(a, b ready) int {
+		if c := strings.Compare(a.addr.Addr, b.addr.Addr); c != 0 {
+			return c
+		}
+		return cmp.Compare(czxidOf(b.addr), czxidOf(a.addr)) // newest first
+	})
+	rs = slices.CompactFunc(rs, func(a, b ready) bool { return a.addr.Addr == b.addr.Addr })
 	p := &picker{s: pb.s, now: pb.now, scs: make([]balancer.SubConn, len(rs)), weight: make([]float64, len(rs)), from: make([]time.Time, len(rs))}
 	now := pb.now()
 	for i, r := range rs {
 		p.scs[i], p.weight[i] = r.sc, 1
-		first, known := pb.seen[addrKey(r.addr)]
-		inst, described := InstanceFromAddress(r.addr)
+		reg := r.addr
+		if nw, ok := pb.newest[reg.Addr]; ok {
+			reg = nw // its SubConn may not be ready yet
+		}
+		first, known := pb.seen[addrKey(reg)]
+		inst, described := InstanceFromAddress(reg)
 		if described {
 			if w, err := endpoint.ParseWeight(inst.Metadata[endpoint.MetadataWeight]); err == nil {
 				p.weight[i] = w
@@ -198,12 +231,12 @@ func (pb *pickerBuilder) Build(info base.PickerBuildInfo) balancer.Picker {
 		if !known || first.IsZero() {
 			continue // in the first update (or never told): full weight
 		}
+		// The ramp runs from the registration, or from first sight when the
+		// registration is unknown or later (a clock ahead of ours): never
+		// from this build, which grpc-go redoes at every SubConn change.
 		from := first
-		if described && !inst.RegistrationTime.IsZero() {
+		if described && !inst.RegistrationTime.IsZero() && inst.RegistrationTime.Before(first) {
 			from = inst.RegistrationTime
-		}
-		if from.After(now) {
-			from = now // a clock ahead of ours
 		}
 		if now.Sub(from) < p.s.Window {
 			p.from[i] = from

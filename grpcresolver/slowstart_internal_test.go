@@ -102,6 +102,100 @@ func TestSlowStartPickerHonoursMetadataWeightAndSkew(t *testing.T) {
 	}
 }
 
+// grpc-go rebuilds the picker whenever any SubConn changes state. A
+// registration "in a minute" (a provider's clock ahead of ours) ramps from
+// when the balancer first saw it, so the rebuilds do not restart its ramp:
+// 20 s after joining a 10 s window it has its full share.
+func TestSlowStartPickerRebuildsDoNotRestartAFutureRegistrationsRamp(t *testing.T) {
+	clk := &manualClock{t: time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)}
+	pb := &pickerBuilder{s: defaultSlowStart(), seen: map[string]time.Time{}, now: clk.now}
+	pb.s.Window = 10 * time.Second
+	defer pb.close()
+	a := addrOf("a", clk.t.Add(-time.Hour), nil)
+	pb.update(balancer.ClientConnState{ResolverState: resolver.State{Addresses: []resolver.Address{a}}})
+	b := addrOf("b", clk.t.Add(time.Minute), nil)
+	pb.update(balancer.ClientConnState{ResolverState: resolver.State{Addresses: []resolver.Address{a, b}}})
+	sa, sb := &stubSubConn{name: "a"}, &stubSubConn{name: "b"}
+	info := base.PickerBuildInfo{ReadySCs: map[balancer.SubConn]base.SubConnInfo{sa: {Address: a}, sb: {Address: b}}}
+	var p balancer.Picker
+	for range 4 { // a SubConn changed state every 5 s
+		clk.t = clk.t.Add(5 * time.Second)
+		p = pb.Build(info)
+	}
+	const n = 22000
+	if got := picksOf(t, p, n); got["b"] != n/2 {
+		t.Fatalf("20 s after joining a 10 s window, through 4 picker rebuilds, b got %d of %d picks, want %d (its full share)", got["b"], n, n/2)
+	}
+}
+
+// A provider restarted on its address under a new id while its old node
+// lives on: the resolver lists both registrations, and grpc-go gives each
+// a SubConn to the same server. The server ramps by the newest
+// registration; the old one adds no full share beside it.
+func TestSlowStartPickerRampsARestartOnTheSameAddress(t *testing.T) {
+	clk := &manualClock{t: time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)}
+	pb := &pickerBuilder{s: defaultSlowStart(), seen: map[string]time.Time{}, now: clk.now}
+	pb.s.Window = 10 * time.Second
+	defer pb.close()
+	reg := func(id string, czxid int64, at time.Time) resolver.Address {
+		inst := sd.Instance{Name: "quote", ID: id, Address: "127.0.0.1", Port: 2, Czxid: czxid, RegistrationTime: at}
+		return resolver.Address{Addr: "b", Attributes: attributes.New(instanceKey{}, instanceValue{inst})}
+	}
+	a, b := addrOf("a", clk.t.Add(-time.Hour), nil), reg("b", 2, clk.t.Add(-time.Hour))
+	pb.update(balancer.ClientConnState{ResolverState: resolver.State{Addresses: []resolver.Address{a, b}}})
+	b2 := reg("b-restarted", 5, clk.t)
+	pb.update(balancer.ClientConnState{ResolverState: resolver.State{Addresses: []resolver.Address{a, b, b2}}})
+	sa, sb, sb2 := &stubSubConn{name: "a"}, &stubSubConn{name: "b"}, &stubSubConn{name: "b"}
+	ready := map[balancer.SubConn]base.SubConnInfo{sa: {Address: a}, sb: {Address: b}}
+	const n = 22000
+	// b2's SubConn still connects: the server weighs 0.1 already.
+	if got := picksOf(t, pb.Build(base.PickerBuildInfo{ReadySCs: ready}), n); got["b"] < 1800 || got["b"] > 2200 {
+		t.Fatalf("b restarted on its address, its new SubConn not ready yet: picks %v of %d, want b near 2000 (weight 0.1)", got, n)
+	}
+	ready[sb2] = base.SubConnInfo{Address: b2}
+	if got := picksOf(t, pb.Build(base.PickerBuildInfo{ReadySCs: ready}), n); got["b"] < 1800 || got["b"] > 2200 {
+		t.Fatalf("b restarted on its address: picks %v of %d, want b near 2000 (weight 0.1)", got, n)
+	}
+}
+
+// Issue 40: an explicit "aggression":0 or "minWeight":0 was replaced by
+// the default while "window":"0s" was refused. A field given is checked as
+// given: zero is out of range for all three (Envoy's aggression is above
+// 0; a min weight of 0 would give a joining instance no picks at all), and
+// the error names the value and the range. An absent or null field takes
+// the default.
+func TestSlowStartConfigChecksExplicitZeros(t *testing.T) {
+	tests := []struct {
+		give string
+		want []string // in the error
+	}{
+		{give: `{"aggression":0}`, want: []string{"aggression 0", "above 0"}},
+		{give: `{"minWeight":0}`, want: []string{"min weight 0", "above 0, at most 1"}},
+		{give: `{"window":"0s"}`, want: []string{"window 0s", "not positive"}},
+		{give: `{"window":""}`, want: []string{`window ""`, "duration"}},
+		{give: `{"aggression":-1}`, want: []string{"aggression -1", "above 0"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.give+" is refused", func(t *testing.T) {
+			got, err := slowStartBuilder{}.ParseConfig(json.RawMessage(tt.give))
+			if err == nil {
+				t.Fatalf("ParseConfig(%s) = %+v, nil; want an error naming the value and the allowed range", tt.give, got.(*lbConfig).s)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Fatalf("ParseConfig(%s): %q does not say %q", tt.give, err, w)
+				}
+			}
+		})
+	}
+	t.Run("absent and null fields take the defaults", func(t *testing.T) {
+		got, err := slowStartBuilder{}.ParseConfig(json.RawMessage(`{"aggression":null,"minWeight":null}`))
+		if err != nil || got.(*lbConfig).s != defaultSlowStart() {
+			t.Fatalf("got %+v, %v; want the defaults", got, err)
+		}
+	})
+}
+
 func TestSlowStartConfig(t *testing.T) {
 	tests := []struct {
 		give    string

@@ -147,18 +147,49 @@ func ValidNodeName(name string) bool {
 func ValidHost(host string) bool { return validHost(host) }
 
 // Describe returns the registration time and metadata of the published
-// instance whose string is pub (the first, when two registrations publish
-// the same string), for endpoint.Describer: an Endpointer ramps the
-// instances that join its set from their registration time. ok is false
-// when pub is not published now. The metadata map is shared and must not
-// be modified. It does not allocate.
+// instance whose string is pub, for endpoint.Describer: an Endpointer ramps
+// the instances that join its set from their registration time. When
+// several registrations publish pub (a provider restarted on the same
+// address while its old node lives on), it describes the newest, the one
+// created last (highest Czxid). ok is false when pub is not published now.
+// The metadata map is shared and must not be modified. It does not
+// allocate.
 func (in *Instancer) Describe(pub string) (registered time.Time, metadata map[string]string, ok bool) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	i, found := slices.BinarySearch(in.pub, pub)
-	if !found || i >= len(in.pubInst) {
+	inst := in.newestLocked(pub)
+	if inst == nil {
 		return time.Time{}, nil, false
 	}
-	inst := in.pubInst[i]
 	return inst.RegistrationTime, inst.Metadata, true
+}
+
+// Registration names the registration Describe describes: its instance id
+// and creation zxid, for endpoint.RegistrationDescriber. An Endpointer
+// keys a ramp by it, so that a restart on the same address ramps again.
+// It does not allocate.
+func (in *Instancer) Registration(pub string) (id string, czxid int64, ok bool) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	inst := in.newestLocked(pub)
+	if inst == nil {
+		return "", 0, false
+	}
+	return inst.ID, inst.Czxid, true
+}
+
+// newestLocked is the published registration of pub created last, nil when
+// pub is not published. in.mu must be held.
+func (in *Instancer) newestLocked(pub string) *Instance {
+	i, found := slices.BinarySearch(in.pub, pub)
+	if !found {
+		return nil
+	}
+	var newest *Instance
+	for ; i < len(in.pub) && i < len(in.pubInst) && in.pub[i] == pub; i++ {
+		if inst := in.pubInst[i]; newest == nil || inst.Czxid > newest.Czxid {
+			newest = inst
+		}
+	}
+	return newest
 }

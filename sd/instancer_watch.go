@@ -742,8 +742,9 @@ func (in *Instancer) publishSortedLocked(all []*entry) {
 	for i, e := range ents {
 		strs[i], sorted[i] = e.pub, &e.inst
 	}
+	prev := in.pubInst
 	in.pubInst = sorted // same addresses or not, records (status, data) may have changed
-	if in.firstDone && in.pubErr == in.sentErr && slices.Equal(strs, in.pub) {
+	if in.firstDone && in.pubErr == in.sentErr && slices.Equal(strs, in.pub) && sameRegistrations(prev, sorted) {
 		return
 	}
 	in.pub, in.sentErr = strs, in.pubErr
@@ -755,6 +756,25 @@ func (in *Instancer) publishSortedLocked(all []*entry) {
 		close(in.first)
 	}
 	in.bump()
+}
+
+// sameRegistrations reports whether a and b, sorted alike, are the same
+// registrations: a node deleted and created again under the same string in
+// one batch of changes (a restart, a session's node re-created) is news to
+// subscribers that key anything by the registration (a slow start ramp).
+func sameRegistrations(a, b []*Instance) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] == b[i] {
+			continue // the same entry: nothing to read (a cache miss each)
+		}
+		if a[i].Czxid != b[i].Czxid || a[i].ID != b[i].ID {
+			return false
+		}
+	}
+	return true
 }
 
 // Published is the string the Instancer publishes for inst: "host:port",
