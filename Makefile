@@ -106,8 +106,9 @@ demo:
 # prints CHAOS lines per fault and a RESULT line (README, "make chaos").
 # CHAOS_SEEDS=n runs n seeded random fault schedules instead, each history
 # checked against the registry's truth (ROBUST lines); CHAOS_SEED=s replays one.
-# CHAOS_MUTANTS=1 is the mutation mode: each planted bug (a gracekit_mutant_*
-# build tag) must be caught by the validator meant for it (MUTANT, RESULT lines).
+# CHAOS_MUTANTS=1 is the mutation mode: each planted bug (an edit applied with
+# go build -overlay, examples/chaos/mutations.go) must be caught by the
+# validator meant for it (MUTANT, RESULT lines).
 chaos: zookeeper
 	cd examples && $(GO) run ./chaos $(if $(CHAOS_MUTANTS),-mutants) $(if $(CHAOS_SEED),-seed $(CHAOS_SEED),$(if $(CHAOS_SEEDS),-seeds $(CHAOS_SEEDS))) $(CHAOS_FLAGS)
 

@@ -196,7 +196,7 @@ func (k *Catalog) runRecursive() (refused bool) {
 		}
 		if w.full {
 			names, zxid, err := listOver(k.ctx, w.conn, w.list, k.base)
-			if err == nil && zxid > 0 && zxid < readZxid && !mutantNoZxid {
+			if err == nil && zxid > 0 && zxid < readZxid {
 				k.o.logger.Warn("a server answered from behind the services already published; not publishing them, trying another server",
 					"server", w.conn.Addr(), "zxid", fmt.Sprintf("%#x", zxid), "published_zxid", fmt.Sprintf("%#x", readZxid))
 				w.conn.Drop() // the watch session resumes on the next server

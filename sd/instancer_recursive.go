@@ -197,9 +197,6 @@ func (in *Instancer) applyRecursive(w recWork, due map[string]bool) error {
 	if !w.full {
 		return in.applyOps(w, due)
 	}
-	if mutantNoReread {
-		in.publishUnread() // planted bug (mutant_noreread.go)
-	}
 	list := w.list
 	if list == nil {
 		list = w.conn.Send(zkwire.OpGetChildren, zkwire.GetChildrenBody(in.dir))
@@ -269,9 +266,6 @@ func (in *Instancer) applyRecursive(w recWork, due map[string]bool) error {
 // behind that. Nothing of the listing is published: the connection is
 // dropped, and the watch session resumes on the next server.
 func (in *Instancer) behind(w recWork, r zkwire.Reply) error {
-	if mutantNoZxid {
-		return nil // planted bug (mutant_nozxid.go)
-	}
 	in.mu.Lock()
 	floor := in.readZxid
 	in.mu.Unlock()
@@ -299,9 +293,6 @@ func (in *Instancer) applyOps(w recWork, due map[string]bool) error {
 	in.mu.Lock()
 	for n, op := range w.ops {
 		if op.del {
-			if mutantDropDelete && dropDeletion() {
-				continue // planted bug (mutant_dropdelete.go)
-			}
 			in.forgetLocked(n, in.entries[n])
 			deleted = true
 		} else {

@@ -539,10 +539,6 @@ func (r *Registrar) ensure(ctx context.Context) error {
 	}
 	r.mu.Lock()
 	inst := r.inst.clone() // SetStatus may write Metadata meanwhile
-	if mutantNoRecreate && r.lastCzxid != 0 {
-		r.mu.Unlock()
-		return nil // planted bug (mutant_norecreate.go)
-	}
 	if r.drainedBy != "" {
 		// Drained: the operator's word outlives the node it was written in.
 		inst.Metadata[MetadataDrainedBy] = r.drainedBy
@@ -805,7 +801,6 @@ func (r *Registrar) writeStatus(ctx context.Context) error {
 		if err == nil {
 			// The node says whether an operator drained it.
 			by := cur.Metadata[MetadataDrainedBy]
-			by = mutantDrainedBy(by)
 			r.mu.Lock()
 			prev := r.drainedBy
 			r.drainedBy = by

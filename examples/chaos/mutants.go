@@ -4,7 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -19,28 +22,29 @@ import (
 	"github.com/gracekit/gracekit/examples/internal/history"
 )
 
-// Mutation mode (make chaos CHAOS_MUTANTS=1): the library is built with
-// one planted bug at a time (a gracekit_mutant_<name> build tag; the
-// untagged build has none), the driver, the provider and the gateway with
-// it, and seeds whose schedules lean on the faults that exercise the bug
-// run until the validator meant for it names it. It prints
+// Mutation mode (make chaos CHAOS_MUTANTS=1): the driver, the provider and
+// the gateway are built with one planted bug at a time, an edit of a copy
+// of the library's source (plantedEdits, mutations.go; the library itself
+// carries none), and seeds whose schedules lean on the faults that
+// exercise the bug run until the validator meant for it names it. It
+// prints
 //
 //	MUTANT name=<m> caught=<yes|no> seeds=<n> by=<validator>
 //	RESULT mode=mutants planted=<n> caught=<n>
 //
 // A violation of another validator is not a catch.
 
-const pkgChaos = "github.com/gracekit/gracekit/examples/chaos"
-
-// Tags of the robustness mode's builds.
 const (
-	tagFailpoints = "gracekit_failpoints"
-	tagMutant     = "gracekit_mutant_"
+	pkgChaos   = "github.com/gracekit/gracekit/examples/chaos"
+	modLibrary = "github.com/gracekit/gracekit"
 )
+
+// tagFailpoints is the build tag of the robustness mode's builds.
+const tagFailpoints = "gracekit_failpoints"
 
 // mutant is one planted bug.
 type mutant struct {
-	name string   // its build tag is tagMutant+name
+	name string   // its edits are plantedEdits[name]
 	what string   // the bug
 	by   []string // the validators meant to catch it
 }
@@ -115,21 +119,33 @@ func robustTags(cfg config) string {
 	return tagFailpoints
 }
 
+func goCmd() string {
+	if g := os.Getenv("GO"); g != "" {
+		return g
+	}
+	return "go"
+}
+
 // buildTagged is drive.Build with build tags ("" for none).
 func buildTagged(ctx context.Context, dir, tags string, pkgs ...string) error {
+	return buildWith(ctx, dir, tags, "", pkgs...)
+}
+
+// buildWith is drive.Build with build tags ("" for none) and an overlay
+// file for go build -overlay ("" for none).
+func buildWith(ctx context.Context, dir, tags, overlay string, pkgs ...string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
-	}
-	goCmd := os.Getenv("GO")
-	if goCmd == "" {
-		goCmd = "go"
 	}
 	args := []string{"build"}
 	if tags != "" {
 		args = append(args, "-tags", tags)
 	}
+	if overlay != "" {
+		args = append(args, "-overlay", overlay)
+	}
 	args = append(append(args, "-o", dir+string(filepath.Separator)), pkgs...)
-	cmd := exec.CommandContext(ctx, goCmd, args...)
+	cmd := exec.CommandContext(ctx, goCmd(), args...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("go %s: %w", strings.Join(args, " "), err)
@@ -210,6 +226,11 @@ func runMutants(cfg config) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	lib, err := libraryDir(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		return 1
+	}
 	seeds := mutantSeeds
 	if cfg.seeds > 0 {
 		seeds = cfg.seeds
@@ -217,8 +238,13 @@ func runMutants(cfg config) int {
 	caught := 0
 	for _, m := range list {
 		dir := filepath.Join(root, m.name)
-		logf("mutant %s: %s; building the driver, provider and gateway with -tags %s%s", m.name, m.what, tagMutant, m.name)
-		if err := buildTagged(ctx, dir, tagFailpoints+","+tagMutant+m.name, pkgProvider, pkgGateway, pkgChaos); err != nil {
+		overlay, err := plant(lib, filepath.Join(dir, "planted"), plantedEdits[m.name])
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "chaos: mutant %s: %v\n", m.name, err)
+			return 1
+		}
+		logf("mutant %s: %s; building the driver, provider and gateway with -tags %s -overlay %s", m.name, m.what, tagFailpoints, overlay)
+		if err := buildWith(ctx, dir, tagFailpoints, overlay, pkgProvider, pkgGateway, pkgChaos); err != nil {
 			fmt.Fprintln(os.Stderr, "chaos:", err)
 			return 1
 		}
@@ -257,13 +283,86 @@ func runMutants(cfg config) int {
 	fmt.Printf("RESULT mode=mutants planted=%d caught=%d\n", len(list), caught)
 	logf("mutation mode took %.0fs", time.Since(begin).Seconds())
 	if caught < len(list) {
-		fmt.Fprintf(os.Stderr, "chaos: a planted bug was not caught; binaries and logs in %s\n", root)
+		fmt.Fprintf(os.Stderr, "chaos: a planted bug was not caught; binaries, edited files and logs in %s\n", root)
 		return 1
 	}
 	if !cfg.keep {
 		_ = os.RemoveAll(root)
 	}
 	return 0
+}
+
+// libraryDir is the directory of the library's module as this module
+// builds it (the examples module replaces it with ../).
+func libraryDir(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, goCmd(), "list", "-m", "-f", "{{.Dir}}", modLibrary).Output()
+	if err != nil {
+		return "", fmt.Errorf("go list -m %s: %w", modLibrary, err)
+	}
+	dir := strings.TrimSpace(string(out))
+	if dir == "" {
+		return "", fmt.Errorf("go list -m %s: no directory", modLibrary)
+	}
+	return dir, nil
+}
+
+// plant applies edits to copies of the library's files (lib is its
+// module's directory): each edited file is written under dir, and the
+// returned overlay file maps the library's file to it, for go build
+// -overlay. The library's files are left as they are. An edit whose old
+// text is not found exactly once, or that adds a file already there,
+// fails: a planted bug that no longer applies is an error, never a
+// mutant that silently builds the library unchanged.
+func plant(lib, dir string, edits []edit) (overlay string, err error) {
+	if len(edits) == 0 {
+		return "", errors.New("no edits to plant")
+	}
+	text := map[string]string{} // edited text by file, in edits' order
+	var order []string
+	for _, e := range edits {
+		src := filepath.Join(lib, filepath.FromSlash(e.file))
+		cur, seen := text[e.file]
+		if !seen {
+			b, err := os.ReadFile(src)
+			switch {
+			case e.old == "" && err == nil:
+				return "", fmt.Errorf("%s: the edit adds it, but it exists", e.file)
+			case e.old == "" && errors.Is(err, fs.ErrNotExist):
+			case err != nil:
+				return "", err
+			}
+			cur = string(b)
+			order = append(order, e.file)
+		}
+		if e.old == "" {
+			if cur != "" {
+				return "", fmt.Errorf("%s: the edit adds it, but an earlier edit wrote it", e.file)
+			}
+			text[e.file] = e.new
+			continue
+		}
+		if n := strings.Count(cur, e.old); n != 1 {
+			return "", fmt.Errorf("%s: the text to replace is found %d times, want once (has the library changed?):\n%s", e.file, n, e.old)
+		}
+		text[e.file] = strings.Replace(cur, e.old, e.new, 1)
+	}
+	replace := map[string]string{}
+	for _, f := range order {
+		dst := filepath.Join(dir, filepath.FromSlash(f))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(dst, []byte(text[f]), 0o644); err != nil {
+			return "", err
+		}
+		replace[filepath.Join(lib, filepath.FromSlash(f))] = dst
+	}
+	b, err := json.MarshalIndent(struct{ Replace map[string]string }{replace}, "", "\t")
+	if err != nil {
+		return "", err
+	}
+	overlay = filepath.Join(dir, "overlay.json")
+	return overlay, os.WriteFile(overlay, b, 0o644)
 }
 
 func errNote(err error) string {

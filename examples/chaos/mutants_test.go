@@ -1,6 +1,10 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -8,57 +12,186 @@ import (
 	"testing"
 )
 
-func goCmd() string {
-	if g := os.Getenv("GO"); g != "" {
-		return g
+// libDir is the library's module directory, found as the mutation mode
+// finds it.
+func libDir(t *testing.T) string {
+	t.Helper()
+	lib, err := libraryDir(context.Background())
+	if err != nil {
+		t.Fatal(err)
 	}
-	return "go"
+	return lib
 }
 
-// Every planted bug builds: the library's packages with its tag (and the
-// failpoints'), so that the mutation mode never finds out at its run.
-func TestEveryMutantTagBuilds(t *testing.T) {
+// Every planted bug still applies to the library as it is (each text it
+// replaces found exactly once) and the library's packages build with it
+// and the failpoints' tag, so that the mutation mode never finds out at
+// its run.
+func TestEveryMutantAppliesAndBuilds(t *testing.T) {
+	lib := libDir(t)
+	for name := range plantedEdits {
+		if _, ok := mutantNamed(name); !ok {
+			t.Errorf("plantedEdits[%q] is no mutant's", name)
+		}
+	}
 	for _, m := range mutants {
 		t.Run(m.name, func(t *testing.T) {
-			cmd := exec.Command(goCmd(), "build", "-tags", tagFailpoints+","+tagMutant+m.name, "./sd/", "./shutdown/", "./internal/...")
-			cmd.Dir = filepath.Join("..", "..") // the library's module
+			for _, e := range plantedEdits[m.name] {
+				if !strings.Contains(e.new, plantedMarker) {
+					t.Errorf("an edit of %s does not say %q: TestLibraryCarriesNoPlantedBug could not see it leak", e.file, plantedMarker)
+				}
+			}
+			overlay, err := plant(lib, t.TempDir(), plantedEdits[m.name])
+			if err != nil {
+				t.Fatal(err)
+			}
+			args := []string{"build", "-tags", tagFailpoints, "-overlay", overlay, "./sd/", "./shutdown/", "./internal/..."}
+			cmd := exec.Command(goCmd(), args...)
+			cmd.Dir = lib
 			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("go build -tags %s%s: %v\n%s", tagMutant, m.name, err, out)
+				t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 			}
 		})
 	}
 }
 
-// The untagged build carries no planted bug: the linker keeps none of the
-// bugs' bodies in a gateway built without tags, and keeps one in a gateway
-// built with that bug's tag (so that the check can fail).
-func TestUntaggedBuildHasNoMutantCode(t *testing.T) {
-	nm := func(tags string) string {
-		t.Helper()
-		bin := filepath.Join(t.TempDir(), "gateway")
-		args := []string{"build", "-o", bin}
-		if tags != "" {
-			args = append(args, "-tags", tags)
+// plant refuses an edit that does not apply exactly once, and leaves the
+// library's files as they are.
+func TestPlantRefusesAnEditThatDoesNotApply(t *testing.T) {
+	lib := t.TempDir()
+	src := filepath.Join(lib, "p", "a.go")
+	if err := os.MkdirAll(filepath.Dir(src), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const orig = "one two two\n"
+	if err := os.WriteFile(src, []byte(orig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, edits := range map[string][]edit{
+		"twice":        {{file: "p/a.go", old: "two", new: "2"}},
+		"absent":       {{file: "p/a.go", old: "three", new: "3"}},
+		"gone after":   {{file: "p/a.go", old: "one", new: "1"}, {file: "p/a.go", old: "one two", new: "x"}},
+		"adds present": {{file: "p/a.go", new: "package p\n"}},
+		"no file":      {{file: "p/b.go", old: "one", new: "1"}},
+		"none":         nil,
+	} {
+		if _, err := plant(lib, t.TempDir(), edits); err == nil {
+			t.Errorf("%s: planted", name)
 		}
-		out, err := exec.Command(goCmd(), append(args, pkgGateway)...).CombinedOutput()
+	}
+	dir := t.TempDir()
+	overlay, err := plant(lib, dir, []edit{{file: "p/a.go", old: "one", new: "1"}, {file: "p/a.go", old: "1 two", new: "x"}, {file: "p/c.go", new: "package p\n"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(overlay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o struct{ Replace map[string]string }
+	if err := json.Unmarshal(b, &o); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"p/a.go": "x two\n", "p/c.go": "package p\n"}
+	if len(o.Replace) != len(want) {
+		t.Errorf("overlay replaces %v, want %d files", o.Replace, len(want))
+	}
+	for f, text := range want {
+		dst, ok := o.Replace[filepath.Join(lib, filepath.FromSlash(f))]
+		if !ok || !strings.HasPrefix(dst, dir) {
+			t.Errorf("overlay %v: %s not replaced by a file under %s", o.Replace, f, dir)
+			continue
+		}
+		if got, _ := os.ReadFile(dst); string(got) != text {
+			t.Errorf("%s planted as %q, want %q", f, got, text)
+		}
+	}
+	if got, _ := os.ReadFile(src); string(got) != orig {
+		t.Errorf("plant changed the library's file: %q", got)
+	}
+}
+
+// The library carries no planted bug: no source file of its packages
+// says "mutant" or "planted bug". The scan finds each mutant's edited
+// files, so that it can fail.
+func TestLibraryCarriesNoPlantedBug(t *testing.T) {
+	lib := libDir(t)
+	var roots []string
+	for _, d := range []string{"sd", "shutdown", "internal"} {
+		roots = append(roots, filepath.Join(lib, d))
+	}
+	hits, err := plantedCode(roots...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range hits {
+		t.Errorf("the library carries planted-bug code: %s", h)
+	}
+	for _, m := range mutants {
+		dir := t.TempDir()
+		if _, err := plant(lib, dir, plantedEdits[m.name]); err != nil {
+			t.Fatal(err)
+		}
+		if hits, err := plantedCode(dir); err != nil || len(hits) == 0 {
+			t.Errorf("%s: the scan finds nothing in its edited files (%v): it proves nothing", m.name, err)
+		}
+	}
+}
+
+// plantedCode is each line of a non-test Go file under roots that says
+// "mutant" or plantedMarker, in any case, as file:line: text.
+func plantedCode(roots ...string) ([]string, error) {
+	var hits []string
+	for _, root := range roots {
+		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+				return err
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			for i, line := range strings.Split(string(b), "\n") {
+				l := strings.ToLower(line)
+				if strings.Contains(l, "mutant") || strings.Contains(l, plantedMarker) {
+					hits = append(hits, fmt.Sprintf("%s:%d: %s", p, i+1, strings.TrimSpace(line)))
+				}
+			}
+			return nil
+		})
 		if err != nil {
-			t.Fatalf("go build %v: %v\n%s", args, err, out)
+			return nil, err
 		}
-		out, err = exec.Command(goCmd(), "tool", "nm", bin).CombinedOutput()
+	}
+	return hits, nil
+}
+
+// A planted bug reaches the binaries the mutation mode runs: a gateway
+// built from this module with dropdelete's overlay holds its counter, and
+// one built without does not.
+func TestAPlantedBugReachesTheLinkedGateway(t *testing.T) {
+	const body = "sd.plantedDeletions"
+	overlay, err := plant(libDir(t), t.TempDir(), plantedEdits["dropdelete"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	nm := func(overlay string) string {
+		t.Helper()
+		dir := t.TempDir()
+		if err := buildWith(context.Background(), dir, "", overlay, pkgGateway); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(goCmd(), "tool", "nm", filepath.Join(dir, "gateway")).CombinedOutput()
 		if err != nil {
 			t.Fatalf("go tool nm: %v\n%s", err, out)
 		}
 		return string(out)
 	}
-	bodies := []string{"sd.dropDeletion", "sd.(*Instancer).publishUnread"}
-	plain := nm("")
-	for _, b := range bodies {
-		if strings.Contains(plain, b) {
-			t.Errorf("the untagged gateway holds %s, a planted bug's body", b)
-		}
+	if strings.Contains(nm(""), body) {
+		t.Errorf("the gateway built without an overlay holds %s, a planted bug's body", body)
 	}
-	if tagged := nm(tagMutant + "noreread"); !strings.Contains(tagged, "sd.(*Instancer).publishUnread") {
-		t.Errorf("a gateway built with %snoreread lacks sd.(*Instancer).publishUnread: the check above proves nothing", tagMutant)
+	if !strings.Contains(nm(overlay), body) {
+		t.Errorf("the gateway built with dropdelete's overlay lacks %s: the overlay did not reach it", body)
 	}
 }
 

@@ -1,6 +1,0 @@
-//go:build !gracekit_mutant_skipflush
-
-package shutdown
-
-// mutantSkipFlush is false: the stop flushes the gateways.
-const mutantSkipFlush = false
