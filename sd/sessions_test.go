@@ -238,58 +238,82 @@ func TestAnExpiredWatchSessionIsReplaced(t *testing.T) {
 	testutil.WaitFor(t, "a new watch session", func() bool { now, _ := sd.WatchSessionID(consumer); return now != 0 && now != id })
 }
 
-// Watch sessions that lose their server spread over the others: each
-// Client tries the ensemble in its own shuffled order, the same as its
-// own session's, not every process in connect-string order.
+// Watch sessions spread over the ensemble, and those that lose their
+// server spread over the others: each Client tries the ensemble in its own
+// shuffled order, the same as its own session's, not every process in
+// connect-string order.
+//
+// Only members that never stopped are counted on. Sessions leave a member
+// that stops and never come back to it, and one that moves while a
+// restarted member is not yet taking sessions (a busy machine: the JVM
+// answers srvr before it keeps up) moves on past it; a rolling restart once
+// herded all 30 sessions onto one member under make test's load that way,
+// with a correct spread. The odds that a correct spread still fails here:
+// 3·(2/3)^60, about 1e-10, for the first placement; for the k ≥ 20
+// sessions of the stopped member (the busiest of three, with 60), 2·2^-k,
+// at most 2e-6.
 func TestWatchSessionsSpreadOverTheEnsemble(t *testing.T) {
 	t.Parallel()
-	c := zktest.New(t, zktest.Size(3))
+	// 60 Clients hold 121 connections: over ZooKeeper's stock 60 a member
+	// once one member is down, so this server has no limit.
+	c := zktest.New(t, zktest.Size(3), zktest.MaxClientConnections(0))
 	provider := newClient(t, c, sd.SessionTimeout(4*time.Second))
 	register(t, provider, instance("spread", 7351))
-	// Each Client walks its own shuffled order of the members. Through a
-	// rolling restart of members 1, 2, 3 a session ends on member 1 for 4 of
-	// the 6 orders and on member 2 for 2 of them, so with n Clients a
-	// correct spread still ends on one member with odds (2/3)^n: 1.7% for
-	// 10 Clients (the flake this test had), 5e-6 for 30. A shared order
-	// (no shuffle) ends every session on one member every time.
-	const clients = 30
+	const clients = 60
 	var consumers []*sd.Client
 	for range clients {
 		cl := newClient(t, c, sd.SessionTimeout(4*time.Second))
 		newInstancer(t, cl, "spread", recursive)
 		consumers = append(consumers, cl)
 	}
-	where := func() map[string]int {
-		m := map[string]int{}
+	where := func() map[string][]*sd.Client {
+		m := map[string][]*sd.Client{}
 		for _, cl := range consumers {
 			_, s := sd.WatchSessionID(cl)
-			m[s]++
+			m[s] = append(m[s], cl)
 		}
 		return m
 	}
-	testutil.WaitFor(t, "every watch session on a member", func() bool { return where()[""] == 0 })
-	// A rolling restart: each member in turn stops, its sessions move on,
-	// and it comes back.
-	for _, s := range c.Servers {
-		if err := s.Stop(); err != nil {
-			t.Fatal(err)
+	testutil.WaitFor(t, "every watch session on a member", func() bool { return len(where()[""]) == 0 })
+	first := where()
+	counts := func(m map[string][]*sd.Client) map[string]int {
+		n := map[string]int{}
+		for s, cls := range m {
+			n[s] = len(cls)
 		}
-		testutil.WaitFor(t, "every watch session off the stopped member", func() bool {
-			m := where()
-			return m[s.Addr()] == 0 && m[""] == 0
-		})
-		if err := c.Restart(s); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.WaitServing(waitLimit); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("after member %d (%s) restarted: %v", s.ID, s.Addr(), where())
+		return n
 	}
-	m := where()
-	t.Logf("watch sessions by server after a rolling restart: %v", m)
-	if len(m) < 2 {
-		t.Fatalf("all %d watch sessions herded onto one member: %v", clients, m)
+	t.Logf("watch sessions by server: %v", counts(first))
+	if len(first) < len(c.Servers) {
+		t.Fatalf("%d watch sessions on %d of %d members: %v", clients, len(first), len(c.Servers), counts(first))
+	}
+	// The busiest member stops; its sessions move on, each in its own order.
+	busiest := c.Servers[0]
+	for _, s := range c.Servers {
+		if len(first[s.Addr()]) > len(first[busiest.Addr()]) {
+			busiest = s
+		}
+	}
+	moved := first[busiest.Addr()]
+	if err := busiest.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	landed := func() map[string]int {
+		n := map[string]int{}
+		for _, cl := range moved {
+			_, s := sd.WatchSessionID(cl)
+			n[s]++
+		}
+		return n
+	}
+	testutil.WaitFor(t, "every watch session off the stopped member", func() bool {
+		n := landed()
+		return n[busiest.Addr()] == 0 && n[""] == 0
+	})
+	n := landed()
+	t.Logf("the %d watch sessions of the stopped member %s moved to: %v", len(moved), busiest.Addr(), n)
+	if len(n) < 2 {
+		t.Fatalf("all %d watch sessions of the stopped member herded onto one member: %v", len(moved), n)
 	}
 }
 
