@@ -317,23 +317,10 @@ func (r *Registrar) Deregister() {
 	}
 }
 
-// ensureParents creates the missing parents of the node as ParentMode says.
+// ensureParents creates the missing parents of the node as ParentMode
+// says; their requests, as every one of the Registrar's, go through call.
 func (r *Registrar) ensureParents(ctx context.Context) error {
-	dir := path.Dir(r.path)
-	if r.opts.parents == ParentsContainer {
-		return r.c.ensurePath(ctx, dir, true)
-	}
-	// Persistent all the way down. Client.ensurePath makes every parent
-	// but the last a container, so each level is made in turn, from the
-	// root; an existing node is left as it is.
-	for i := 1; i <= len(dir); i++ {
-		if i == len(dir) || dir[i] == '/' {
-			if err := r.c.ensurePath(ctx, dir[:i], false); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return r.c.ensurePath(ctx, path.Dir(r.path), r.opts.parents == ParentsContainer, r.call)
 }
 
 // RegisterContext creates the parents (by default CONTAINER nodes, as
@@ -443,10 +430,11 @@ func (r *Registrar) replyLimit() time.Duration { return max(2*r.c.SessionTimeout
 
 // call runs a ZooKeeper call of this Registrar and returns its error, or
 // ctx's when ctx ends first, or errNoReply after replyLimit. The call is
-// counted until it returns, even when abandoned at ctx's end, so that the
-// next registration can wait for it; one past replyLimit is not: the
-// server answers a session's requests in order, and a connection that
-// lived that long had its later pings answered, so the call has landed.
+// counted until it returns or replyLimit passes, even when abandoned at
+// ctx's end, so that the next registration (or the deregistration) can
+// wait for it; one past replyLimit is not: the server answers a session's
+// requests in order, and a connection that lived that long had its later
+// pings answered, so the call has landed.
 func (r *Registrar) call(ctx context.Context, fn func() error) error {
 	if err := r.c.awaitSettled(ctx); err != nil {
 		return err
@@ -475,15 +463,22 @@ func (r *Registrar) call(ctx context.Context, fn func() error) error {
 		done <- fn()
 	}()
 	d := r.replyLimit()
-	limit := time.NewTimer(d)
-	defer limit.Stop()
+	limit := make(chan struct{})
+	// A timer of its own, not the select's: a call abandoned at ctx's end
+	// (a stopped keeper's) whose reply never comes would otherwise stay
+	// counted, and hold the deregistration, for as long as the
+	// connection lives.
+	t := time.AfterFunc(d, func() {
+		uncount()
+		close(limit)
+	})
 	select {
 	case err := <-done:
+		t.Stop()
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-limit.C:
-		uncount()
+	case <-limit:
 		return fmt.Errorf("%w within %v", errNoReply, d)
 	}
 }

@@ -1,0 +1,170 @@
+package sd_test
+
+import (
+	"context"
+	"path"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/gracekit/gracekit/internal/testutil"
+	"github.com/gracekit/gracekit/sd"
+	"github.com/gracekit/gracekit/zktest"
+)
+
+// Issue 40's registration edges. Each test uses a server of its own: they
+// fault connections, set ACLs on the root's children or count on the
+// default base path.
+
+// adminConn is a session authenticated as the digest user admin, the
+// operator who prepares the parents.
+func adminConn(t *testing.T, c *zktest.Cluster) *zk.Conn {
+	t.Helper()
+	conn, _, err := zk.Connect(c.Addrs(), 5*time.Second, zk.WithLogInfo(false), zk.WithLogger(testutil.Silent{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	if err := conn.AddAuth("digest", []byte("admin:admin-secret")); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// Issue 40: ZooKeeper checks CREATE on the parent before it answers
+// NODEEXISTS, so a registration that created every level of its path and
+// counted on NODEEXISTS failed with "sd: create /services/billing: zk:
+// not authenticated" in the layout docs/SECURITY.md recommends: the
+// parent above the service's node (or above a chroot) lets the service's
+// digest user read it only. Path creation reads each level first.
+func TestRegisterUnderAParentThatDeniesCreate(t *testing.T) {
+	t.Parallel()
+	c := zktest.New(t)
+	admin := adminConn(t, c)
+	adminOnly := append(zk.WorldACL(zk.PermRead), zk.DigestACL(zk.PermAll, "admin", "admin-secret")...)
+	billingAll := append(zk.WorldACL(zk.PermRead), zk.DigestACL(zk.PermAll, "billing", "billing-secret")...)
+	tests := []struct {
+		name    string
+		chroot  string   // appended to the connect string
+		readsOf []string // made by admin, world READ only
+		owns    string   // made by admin for the billing user
+	}{
+		{name: "a service node an operator prepared", readsOf: []string{"/services"}, owns: "/services/billing"},
+		{name: "a chroot whose parent is read-only", chroot: "/apps/prod", readsOf: []string{"/apps"}, owns: "/apps/prod"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, p := range tt.readsOf {
+				if _, err := admin.Create(p, nil, 0, adminOnly); err != nil {
+					t.Fatalf("create %s: %v", p, err)
+				}
+			}
+			if _, err := admin.Create(tt.owns, nil, 0, billingAll); err != nil {
+				t.Fatalf("create %s: %v", tt.owns, err)
+			}
+			cl, err := sd.NewClient(c.ConnectString()+tt.chroot, sd.SessionTimeout(2*time.Second), sd.DigestAuth("billing", "billing-secret"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			r, err := sd.NewRegistrar(cl, instance("billing", 8700+i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := r.RegisterContext(ctxFor(t)); err != nil {
+				t.Fatalf("RegisterContext under %s, which lets billing only read it: %v", tt.readsOf[0], err)
+			}
+			if _, stat, err := admin.Get(tt.chroot + r.Path()); err != nil || stat.EphemeralOwner != cl.SessionID() {
+				t.Fatalf("node after the registration: %v, %+v; want it held by the client's session", err, stat)
+			}
+			if err := r.DeregisterContext(ctxFor(t)); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// Issue 40: the parents' creates went around the Registrar's reply limit
+// and its caller's ctx, so a create whose reply never came held
+// RegisterContext (and, from the keeper, a DeregisterContext waiting for
+// it) for as long as the connection lived. Both now give up the request
+// after the reply limit, read again and carry on.
+func TestALostReplyToAParentCreateHoldsNeitherRegisterNorDeregister(t *testing.T) {
+	t.Parallel()
+	c := zktest.New(t)
+	look := testutil.ZKConn(t, c.Addrs())
+	const createContainer = 19
+	// returns runs f in a goroutine and fails the test unless it returns
+	// within a bound longer than the ctx f is given.
+	returns := func(t *testing.T, what string, f func(ctx context.Context) error) error {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), waitLimit/2)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- f(ctx) }()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(waitLimit):
+			t.Fatalf("%s did not return within its ctx (%v) with a parent create's reply lost", what, waitLimit/2)
+			return nil
+		}
+	}
+
+	t.Run("register", func(t *testing.T) {
+		base := zktest.UniquePath(t)
+		dial := &dropReply{op: createContainer}
+		cl := newClient(t, c, sd.Dialer(dial.Dial))
+		r, err := sd.NewRegistrar(cl, instance("lostparent", 8711), sd.BasePath(base))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := returns(t, "RegisterContext", r.RegisterContext); err != nil {
+			t.Fatalf("RegisterContext with a parent create's reply lost: %v", err)
+		}
+		if dial.dropped.Load() != 1 {
+			t.Fatal("no reply was dropped")
+		}
+		if _, stat, err := look.Get(r.Path()); err != nil || stat.EphemeralOwner != cl.SessionID() {
+			t.Fatalf("node after the registration: %v, %+v; want it held by the client's session", err, stat)
+		}
+		if err := returns(t, "DeregisterContext", r.DeregisterContext); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("deregister while the keeper makes the parents again", func(t *testing.T) {
+		base := zktest.UniquePath(t)
+		dial := &dropReply{op: createContainer}
+		dial.dropped.Store(1) // the registration's own creates pass
+		cl := newClient(t, c, sd.Dialer(dial.Dial))
+		inst := instance("lostparent", 8712)
+		r, err := sd.NewRegistrar(cl, inst, sd.BasePath(base))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.RegisterContext(ctxFor(t)); err != nil {
+			t.Fatal(err)
+		}
+		// SetStatus returns once the keeper reconciled, so its watch is armed.
+		if err := r.SetStatus(ctxFor(t), sd.StatusUp); err != nil {
+			t.Fatal(err)
+		}
+		dial.dropped.Store(0) // the next parent create's reply is lost
+		// The node and its parents go at once (a reaper, an operator): the
+		// keeper makes the parents again.
+		svc := path.Join(base, inst.Name)
+		if _, err := look.Multi(&zk.DeleteRequest{Path: r.Path(), Version: -1},
+			&zk.DeleteRequest{Path: svc, Version: -1}, &zk.DeleteRequest{Path: base, Version: -1}); err != nil {
+			t.Fatal(err)
+		}
+		testutil.WaitFor(t, "the keeper's parent create to lose its reply", func() bool { return dial.dropped.Load() == 1 })
+		if err := returns(t, "DeregisterContext", r.DeregisterContext); err != nil {
+			t.Fatalf("DeregisterContext with the keeper's parent create unanswered: %v", err)
+		}
+		if ok, _, err := look.Exists(r.Path()); err != nil || ok {
+			t.Fatalf("node after DeregisterContext: exists %v, %v", ok, err)
+		}
+	})
+}
