@@ -870,8 +870,9 @@ func (r *Registrar) writeStatus(ctx context.Context) error {
 // cannot be written in it. When
 // ctx ends first, the Registrar keeps writing it, after any disconnect or
 // expiry, until DeregisterContext. Before Register it returns
-// ErrNotRegistered, and Register writes the status. UP removes the
-// MetadataOutBy mark of SetStatusBy; OUT_OF_SERVICE keeps it.
+// ErrNotRegistered, and Register writes the status; after the Client's
+// Close, ErrClosed. UP removes the MetadataOutBy mark of SetStatusBy;
+// OUT_OF_SERVICE keeps it.
 func (r *Registrar) SetStatus(ctx context.Context, status Status) error {
 	return r.setStatus(ctx, status, "", true)
 }
@@ -916,6 +917,9 @@ func (r *Registrar) setStatus(ctx context.Context, status Status, by string, kee
 		}
 		select {
 		case <-ch:
+		case <-r.c.Done():
+			// The keeper ended with the session: nothing keeps trying.
+			return fmt.Errorf("sd: set status of %s to %s: the Client was closed, and its session with the node: %w", r.path, status, ErrClosed)
 		case <-ctx.Done():
 			if lastErr != nil {
 				return fmt.Errorf("sd: set status of %s to %s: %w (%w; the Registrar keeps trying)", r.path, status, ctx.Err(), lastErr)

@@ -2,6 +2,7 @@ package sd_test
 
 import (
 	"context"
+	"errors"
 	"path"
 	"testing"
 	"time"
@@ -167,4 +168,20 @@ func TestALostReplyToAParentCreateHoldsNeitherRegisterNorDeregister(t *testing.T
 			t.Fatalf("node after DeregisterContext: exists %v, %v", ok, err)
 		}
 	})
+}
+
+// Issue 40: SetStatus after the Client's Close waited its whole ctx
+// (for ever with context.Background) and said "the Registrar keeps
+// trying", though nothing was left to try.
+func TestSetStatusAfterTheClientClosedReturnsErrClosed(t *testing.T) {
+	t.Parallel()
+	c := zktest.New(t)
+	cl := newClient(t, c)
+	r := register(t, cl, instance("closedstatus", 8721))
+	cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := r.SetStatus(ctx, sd.StatusOutOfService); !errors.Is(err, sd.ErrClosed) {
+		t.Fatalf("SetStatus after Client.Close: %v; want sd.ErrClosed", err)
+	}
 }
