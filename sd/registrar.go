@@ -31,6 +31,22 @@ func (e *ConflictError) Error() string {
 	return fmt.Sprintf("sd: %s is held by another live session 0x%x: give this instance another id, or stop the other one", e.Path, e.Owner)
 }
 
+// ErrPersistentNode says that a PERSISTENT node (ephemeralOwner 0, made
+// by an operator or another tool) holds the instance's path: no session's
+// end removes it, so RegisterContext refuses it at once instead of
+// waiting for it to go.
+var ErrPersistentNode = errors.New("sd: a persistent node holds the instance's path")
+
+// heldBy is the error for a node at our path that the current session
+// does not own (stat is that node's).
+func (r *Registrar) heldBy(stat *zk.Stat) error {
+	if stat.EphemeralOwner == 0 {
+		return fmt.Errorf("%w: %s is not ephemeral, so no session's end removes it: delete it (zkCli.sh delete %s) and register again, or give this instance another id",
+			ErrPersistentNode, r.path, r.c.full(r.path))
+	}
+	return &ConflictError{Path: r.path, Owner: stat.EphemeralOwner}
+}
+
 // RegistrarEventKind names what a Registrar did.
 type RegistrarEventKind string
 
@@ -327,7 +343,8 @@ func (r *Registrar) ensureParents(ctx context.Context) error {
 // Curator does, and PERSISTENT ones with PlainCodec; see ParentMode) and
 // the instance's node, then keeps it registered, with the wanted status,
 // until DeregisterContext. When another live session holds the node, it
-// waits for that node to go until ctx ends, then returns a *ConflictError.
+// waits for that node to go until ctx ends, then returns a *ConflictError;
+// a persistent node at the path is refused at once (ErrPersistentNode).
 // Calling it while registered is a no-op.
 func (r *Registrar) RegisterContext(ctx context.Context) error {
 	r.runMu.Lock()
@@ -528,7 +545,7 @@ func (r *Registrar) ensure(ctx context.Context) error {
 		r.mu.Unlock()
 		return nil
 	case err == nil:
-		return &ConflictError{Path: r.path, Owner: stat.EphemeralOwner}
+		return r.heldBy(stat)
 	case !errors.Is(err, zk.ErrNoNode):
 		return fmt.Errorf("sd: read %s: %w", r.path, err)
 	}
@@ -793,7 +810,7 @@ func (r *Registrar) writeStatus(ctx context.Context) error {
 			return fmt.Errorf("sd: set status of %s: %w", r.path, err)
 		}
 		if stat.EphemeralOwner != r.c.SessionID() {
-			return &ConflictError{Path: r.path, Owner: stat.EphemeralOwner}
+			return r.heldBy(stat)
 		}
 		cur, err := r.codec.Decode(r.inst.Name, path.Base(r.path), data)
 		drainedStatus := ""

@@ -185,3 +185,35 @@ func TestSetStatusAfterTheClientClosedReturnsErrClosed(t *testing.T) {
 		t.Fatalf("SetStatus after Client.Close: %v; want sd.ErrClosed", err)
 	}
 }
+
+// Issue 40: a persistent node at the instance's path (an operator's, a
+// foreign writer's: ephemeralOwner 0) was waited for until ctx ended, as
+// if a live session held it, and reported as "held by another live
+// session 0x0". No session's end removes it: it is refused at once.
+func TestRegisterRefusesAPersistentNodeAtItsPath(t *testing.T) {
+	t.Parallel()
+	c := zktest.New(t)
+	look := testutil.ZKConn(t, c.Addrs())
+	cl := newClient(t, c)
+	inst := instance("persistent", 8731)
+	r, err := sd.NewRegistrar(cl, inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/services", "/services/" + inst.Name, r.Path()} {
+		if _, err := look.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatalf("create %s: %v", p, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = r.RegisterContext(ctx)
+	var conflict *sd.ConflictError
+	if !errors.Is(err, sd.ErrPersistentNode) || errors.As(err, &conflict) || ctx.Err() != nil {
+		t.Fatalf("RegisterContext with a persistent node at its path: %v (ctx: %v); want sd.ErrPersistentNode at once", err, ctx.Err())
+	}
+	t.Log(err)
+	if _, stat, err := look.Get(r.Path()); err != nil || stat.EphemeralOwner != 0 {
+		t.Fatalf("the persistent node after the refusal: %v, %+v; want it left as it is", err, stat)
+	}
+}
