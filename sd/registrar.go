@@ -845,7 +845,17 @@ func (r *Registrar) writeStatus(ctx context.Context) error {
 			return nil
 		}
 		if err != nil {
-			cur = r.Instance() // our node, unreadable: rewrite it whole
+			// Our node, unreadable (a hand edit, a foreign writer): rewrite
+			// it whole, with the drain last seen on it, which only an
+			// undrain ends, as ensure keeps it in a node it re-creates.
+			cur = r.Instance()
+			r.mu.Lock()
+			by := r.drainedBy
+			r.mu.Unlock()
+			if by != "" {
+				cur.Metadata[MetadataDrainedBy] = by
+				drainedStatus, status = string(status), StatusOutOfService
+			}
 		}
 		if cur.Metadata == nil {
 			cur.Metadata = map[string]string{}

@@ -217,3 +217,44 @@ func TestRegisterRefusesAPersistentNodeAtItsPath(t *testing.T) {
 		t.Fatalf("the persistent node after the refusal: %v, %+v; want it left as it is", err, stat)
 	}
 }
+
+// Issue 40: a drained node made undecodable (a hand edit, a foreign
+// writer) was rewritten whole as UP without the drain marks, though the
+// Registrar still knew the drain. The rewrite keeps it.
+func TestAnUndecodableDrainedNodeIsRewrittenDrained(t *testing.T) {
+	t.Parallel()
+	c := zktest.New(t)
+	look := testutil.ZKConn(t, c.Addrs())
+	cl := newClient(t, c)
+	inst := instance("undecodable", 8741)
+	r := register(t, cl, inst)
+	data, stat, err := look.Get(r.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	drained, err := sd.Drain(sd.CuratorCodec{}, inst.Name, path.Base(r.Path()), data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := look.Set(r.Path(), drained, stat.Version); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the Registrar to see the drain", func() bool { return r.DrainedBy() == sd.DrainedByOperator })
+	if _, err := look.Set(r.Path(), []byte("{a hand edit"), -1); err != nil {
+		t.Fatal(err)
+	}
+	var got sd.Instance
+	testutil.WaitFor(t, "the Registrar to rewrite its undecodable node", func() bool {
+		data, _, err := look.Get(r.Path())
+		if err != nil {
+			return false
+		}
+		got, err = sd.CuratorCodec{}.Decode(inst.Name, path.Base(r.Path()), data)
+		return err == nil
+	})
+	if got.Status() != sd.StatusOutOfService || got.Metadata[sd.MetadataDrainedBy] != sd.DrainedByOperator ||
+		got.Metadata[sd.MetadataDrainedStatus] != string(sd.StatusUp) {
+		t.Fatalf("rewritten node: status %s, metadata %v; want OUT_OF_SERVICE, drained by %s, drained status UP",
+			got.Status(), got.Metadata, sd.DrainedByOperator)
+	}
+}
