@@ -208,6 +208,7 @@ type Registrar struct {
 	lastCzxid  int64         // of the last node we held, kept after Deregister
 	session    int64         // the session that created it
 	drainedBy  string        // the operator's marker last seen on the node (Drain), "" if none
+	stamped    bool          // inst.RegistrationTime is the caller's or the first create's
 	absent     bool          // the codec stores no status: out of rotation is no node (see SetStatus)
 	calls      int           // ZooKeeper calls under way, abandoned ones included
 	quiet      chan struct{} // closed when calls drops to zero; nil when zero
@@ -222,7 +223,11 @@ type Registrar struct {
 
 // NewRegistrar prepares inst for registration. inst needs Name, Address and
 // Port (or SSLPort); an empty ID gets a random UUID, as Spring does. Nothing
-// is written until Register.
+// is written until Register. A zero RegistrationTime becomes the time of
+// the Registrar's first create of the node, after the provider's readiness
+// check, and stays that through every re-create (an expiry, a delete, a
+// deregistration and registration again): slow start ramps a process
+// that started, not a session that was replaced (docs/SLOWSTART.md).
 func NewRegistrar(c *Client, inst Instance, opts ...RegistrarOption) (*Registrar, error) {
 	o := registrarOptions{basePath: DefaultBasePath, codec: CuratorCodec{}, logger: slog.New(slog.DiscardHandler)}
 	for _, opt := range opts {
@@ -242,9 +247,6 @@ func NewRegistrar(c *Client, inst Instance, opts ...RegistrarOption) (*Registrar
 	inst = inst.clone()
 	if _, ok := inst.Metadata[MetadataStatus]; !ok {
 		inst.Metadata[MetadataStatus] = string(StatusUp)
-	}
-	if inst.RegistrationTime.IsZero() {
-		inst.RegistrationTime = time.Now()
 	}
 	if _, err := o.codec.Encode(inst); err != nil {
 		return nil, err
@@ -267,6 +269,7 @@ func NewRegistrar(c *Client, inst Instance, opts ...RegistrarOption) (*Registrar
 		path:      path.Join(o.basePath, inst.Name, name),
 		converged: make(chan struct{}),
 		absent:    !StoresStatus(o.codec, inst),
+		stamped:   !inst.RegistrationTime.IsZero(),
 	}
 	r.logger = o.logger.With("component", "sd.registrar", "path", r.path, "instance", inst.ID)
 	return r, nil
@@ -307,7 +310,8 @@ func (r *Registrar) DrainedBy() string {
 // Path is the instance's node path (inside the client's chroot).
 func (r *Registrar) Path() string { return r.path }
 
-// Instance is what the Registrar writes, status included.
+// Instance is what the Registrar writes, status included. Its
+// RegistrationTime is zero until the first create, unless it was given.
 func (r *Registrar) Instance() Instance {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -535,13 +539,22 @@ func (r *Registrar) ensure(ctx context.Context) error {
 		return fmt.Errorf("sd: register %s: %w", r.path, zk.ErrConnectionClosed)
 	}
 	var stat *zk.Stat
-	err := r.call(ctx, func() (err error) { _, stat, err = r.c.zk().Get(full); return err })
+	var cur []byte
+	err := r.call(ctx, func() (err error) { cur, stat, err = r.c.zk().Get(full); return err })
 	switch {
 	case ctx.Err() != nil:
 		return ctx.Err()
 	case err == nil && stat.EphemeralOwner == session:
 		r.mu.Lock()
 		r.czxid, r.session, r.lastCzxid = stat.Czxid, session, stat.Czxid
+		if !r.stamped {
+			// Ours, though no create of ours was answered (its reply was
+			// lost): the time is the one it carries.
+			r.inst.RegistrationTime, r.stamped = time.Now().Truncate(time.Millisecond), true
+			if inst, err := r.codec.Decode(r.inst.Name, path.Base(r.path), cur); err == nil && !inst.RegistrationTime.IsZero() {
+				r.inst.RegistrationTime = inst.RegistrationTime
+			}
+		}
 		r.mu.Unlock()
 		return nil
 	case err == nil:
@@ -551,6 +564,11 @@ func (r *Registrar) ensure(ctx context.Context) error {
 	}
 	r.mu.Lock()
 	inst := r.inst.clone() // SetStatus may write Metadata meanwhile
+	if !r.stamped {
+		// Milliseconds, as registrationTimeUTC carries it: Instance says
+		// what the node says. Kept once a create lands.
+		inst.RegistrationTime = time.Now().Truncate(time.Millisecond)
+	}
 	if mutantNoRecreate && r.lastCzxid != 0 {
 		r.mu.Unlock()
 		return nil // planted bug (mutant_norecreate.go)
@@ -588,6 +606,9 @@ func (r *Registrar) ensure(ctx context.Context) error {
 	}
 	r.mu.Lock()
 	r.czxid, r.session, r.lastCzxid = stat.Czxid, session, stat.Czxid
+	if !r.stamped {
+		r.inst.RegistrationTime, r.stamped = inst.RegistrationTime, true
+	}
 	r.mu.Unlock()
 	r.markWrote(want)
 	kind := EventRegistered

@@ -258,3 +258,67 @@ func TestAnUndecodableDrainedNodeIsRewrittenDrained(t *testing.T) {
 			got.Status(), got.Metadata, sd.DrainedByOperator)
 	}
 }
+
+// Issue 40: registrationTimeUTC was stamped by NewRegistrar, before the
+// provider's ReadyCheck ran, so a consumer ramped a slow starter from
+// past the start of its slow-start window, or not at all. It is the time
+// of the Registrar's first create, kept when the node is made again
+// within the Registrar's life: slow start ramps a process, not a session.
+func TestRegistrationTimeIsTheFirstCreates(t *testing.T) {
+	t.Parallel()
+	c := zktest.New(t)
+	look := testutil.ZKConn(t, c.Addrs())
+	cl := newClient(t, c)
+	inst := instance("regtime", 8751)
+	r, err := sd.NewRegistrar(cl, inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The provider's ReadyCheck runs here; registrationTimeUTC counts
+	// milliseconds, so a few of them pass.
+	waitPastMillis(time.Now())
+	called := time.Now()
+	if err := r.RegisterContext(ctxFor(t)); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Deregister()
+	nodeTime := func() (time.Time, int64) {
+		t.Helper()
+		data, stat, err := look.Get(r.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := sd.CuratorCodec{}.Decode(inst.Name, path.Base(r.Path()), data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.RegistrationTime, stat.Czxid
+	}
+	first, czxid := nodeTime()
+	if first.UnixMilli() < called.UnixMilli() {
+		t.Fatalf("registrationTimeUTC %d is before the RegisterContext call at %d", first.UnixMilli(), called.UnixMilli())
+	}
+	if got := r.Instance().RegistrationTime; !got.Equal(first) {
+		t.Fatalf("Instance().RegistrationTime %v, node's %v", got, first)
+	}
+	// The keeper makes the node again (a session expiry, an operator's
+	// delete): the registration time stays the first create's.
+	waitPastMillis(time.Now())
+	if err := look.Delete(r.Path(), -1); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the keeper to make the node again", func() bool {
+		_, stat, err := look.Get(r.Path())
+		return err == nil && stat.Czxid != czxid
+	})
+	if again, _ := nodeTime(); !again.Equal(first) {
+		t.Fatalf("registrationTimeUTC after the re-create %d, want the first create's %d", again.UnixMilli(), first.UnixMilli())
+	}
+}
+
+// waitPastMillis returns once the clock is a few milliseconds past t.
+func waitPastMillis(t time.Time) {
+	for time.Now().UnixMilli() < t.UnixMilli()+5 {
+		time.Sleep(time.Millisecond)
+	}
+}
