@@ -729,21 +729,21 @@ func (c *Client) full(p string) string {
 	return c.chroot + p
 }
 
-// ensurePath creates p and its missing parents. Parents and, when
-// container is set, p itself are CONTAINER nodes, as Curator creates them,
-// falling back to persistent nodes on servers older than 3.5.
-func (c *Client) ensurePath(ctx context.Context, p string, container bool) error {
-	// As every call of ours: not out of go-zookeeper's queue the moment a
-	// connection returns (see awaitSettled).
-	if err := c.awaitSettled(ctx); err != nil {
-		return err
-	}
+// callFunc sends one ZooKeeper request, fn, within ctx and the caller's
+// reply limit (Registrar.call).
+type callFunc func(ctx context.Context, fn func() error) error
+
+// ensurePath makes p and its missing parents: CONTAINER nodes when
+// container is set, as Curator creates them (persistent ones on servers
+// older than 3.5), PERSISTENT ones otherwise. Each request goes through
+// call, so that a lost reply holds nobody past ctx or the reply limit.
+func (c *Client) ensurePath(ctx context.Context, p string, container bool, call callFunc) error {
 	full := c.full(p)
 	for walk := 1; ; walk++ {
-		err := c.createPath(ctx, full, container)
-		// A container above was reaped between two of the walk's creates
-		// (the server removes empty ones on its own schedule): walk again
-		// from the top.
+		err := c.createPath(ctx, full, container, call)
+		// A container above was reaped between the walk's read of a level
+		// and its create below (the server removes empty ones on its own
+		// schedule): walk again from the top.
 		if errors.Is(err, zk.ErrNoNode) && walk < maxPathWalks {
 			continue
 		}
@@ -752,39 +752,49 @@ func (c *Client) ensurePath(ctx context.Context, p string, container bool) error
 }
 
 // maxPathWalks bounds ensurePath's walks: each lost one needs the server to
-// reap a parent in the moment between two creates.
+// reap a parent in the moment between two requests.
 const maxPathWalks = 4
 
-// createPath creates each missing node of full, from the root down.
-func (c *Client) createPath(ctx context.Context, full string, container bool) error {
-	parts := strings.Split(strings.TrimPrefix(full, "/"), "/")
+// createPath makes each missing node of full, from the root down. It reads
+// each level before it creates it, as Curator's creatingParentsIfNeeded
+// does: ZooKeeper checks CREATE on the parent before it answers NODEEXISTS,
+// so creating a node that exists under a parent the client may only read
+// (a chroot's, or the service node an operator made for one digest user:
+// docs/SECURITY.md) fails with NOAUTH.
+func (c *Client) createPath(ctx context.Context, full string, container bool, call callFunc) error {
 	cur := ""
-	for i, part := range parts {
+	for _, part := range strings.Split(strings.TrimPrefix(full, "/"), "/") {
 		if part == "" {
 			continue
 		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
 		cur += "/" + part
-		useContainer := container || i < len(parts)-1
+		var ok bool
+		if err := call(ctx, func() (err error) { ok, _, err = c.zk().Exists(cur); return err }); err != nil {
+			return fmt.Errorf("sd: read %s: %w", cur, err)
+		}
+		if ok {
+			c.checkParentACL(ctx, cur, call)
+			continue
+		}
+		useContainer := container
 		if cur == c.chroot || strings.HasPrefix(c.chroot, cur+"/") {
 			useContainer = false // the chroot itself is the operator's, not ours to let vanish
 		}
 		// Parents get the client's ACL too: with world-all parents, anyone
 		// could delete a live instance (delete needs the parent's DELETE
 		// permission) or plant a fake one beside it.
-		var err error
-		if useContainer {
-			_, err = c.zk().CreateContainer(cur, nil, zk.FlagContainer, c.acl)
-			if errors.Is(err, zk.ErrUnknown) || errors.Is(err, zk.ErrAPIError) || errors.Is(err, zk.ErrInvalidFlags) {
-				_, err = c.zk().Create(cur, nil, 0, c.acl)
+		err := call(ctx, func() error {
+			if useContainer {
+				_, err := c.zk().CreateContainer(cur, nil, zk.FlagContainer, c.acl)
+				if !errors.Is(err, zk.ErrUnknown) && !errors.Is(err, zk.ErrAPIError) && !errors.Is(err, zk.ErrInvalidFlags) {
+					return err
+				}
 			}
-		} else {
-			_, err = c.zk().Create(cur, nil, 0, c.acl)
-		}
-		if errors.Is(err, zk.ErrNodeExists) {
-			c.checkParentACL(cur)
+			_, err := c.zk().Create(cur, nil, 0, c.acl)
+			return err
+		})
+		if errors.Is(err, zk.ErrNodeExists) { // made meanwhile, by someone else or by a create whose reply was lost
+			c.checkParentACL(ctx, cur, call)
 			err = nil
 		}
 		if err != nil {
@@ -798,7 +808,7 @@ func (c *Client) createPath(ctx context.Context, full string, container bool) er
 // that existed before lets anyone create or delete children: the library
 // cannot tighten an ACL it did not set (the node may be shared), so the
 // operator has to; see the README's security section.
-func (c *Client) checkParentACL(p string) {
+func (c *Client) checkParentACL(ctx context.Context, p string, call callFunc) {
 	if c.opts.user == "" || p == c.chroot || strings.HasPrefix(c.chroot, p+"/") {
 		return
 	}
@@ -812,8 +822,8 @@ func (c *Client) checkParentACL(p string) {
 	if seen {
 		return
 	}
-	acl, _, err := c.zk().GetACL(p)
-	if err != nil {
+	var acl []zk.ACL
+	if err := call(ctx, func() (err error) { acl, _, err = c.zk().GetACL(p); return err }); err != nil {
 		return
 	}
 	for _, a := range acl {

@@ -31,6 +31,22 @@ func (e *ConflictError) Error() string {
 	return fmt.Sprintf("sd: %s is held by another live session 0x%x: give this instance another id, or stop the other one", e.Path, e.Owner)
 }
 
+// ErrPersistentNode says that a PERSISTENT node (ephemeralOwner 0, made
+// by an operator or another tool) holds the instance's path: no session's
+// end removes it, so RegisterContext refuses it at once instead of
+// waiting for it to go.
+var ErrPersistentNode = errors.New("sd: a persistent node holds the instance's path")
+
+// heldBy is the error for a node at our path that the current session
+// does not own (stat is that node's).
+func (r *Registrar) heldBy(stat *zk.Stat) error {
+	if stat.EphemeralOwner == 0 {
+		return fmt.Errorf("%w: %s is not ephemeral, so no session's end removes it: delete it (zkCli.sh delete %s) and register again, or give this instance another id",
+			ErrPersistentNode, r.path, r.c.full(r.path))
+	}
+	return &ConflictError{Path: r.path, Owner: stat.EphemeralOwner}
+}
+
 // RegistrarEventKind names what a Registrar did.
 type RegistrarEventKind string
 
@@ -192,6 +208,7 @@ type Registrar struct {
 	lastCzxid  int64         // of the last node we held, kept after Deregister
 	session    int64         // the session that created it
 	drainedBy  string        // the operator's marker last seen on the node (Drain), "" if none
+	stamped    bool          // inst.RegistrationTime is the caller's or the first create's
 	absent     bool          // the codec stores no status: out of rotation is no node (see SetStatus)
 	calls      int           // ZooKeeper calls under way, abandoned ones included
 	quiet      chan struct{} // closed when calls drops to zero; nil when zero
@@ -206,7 +223,11 @@ type Registrar struct {
 
 // NewRegistrar prepares inst for registration. inst needs Name, Address and
 // Port (or SSLPort); an empty ID gets a random UUID, as Spring does. Nothing
-// is written until Register.
+// is written until Register. A zero RegistrationTime becomes the time of
+// the Registrar's first create of the node, after the provider's readiness
+// check, and stays that through every re-create (an expiry, a delete, a
+// deregistration and registration again): slow start ramps a process
+// that started, not a session that was replaced (docs/SLOWSTART.md).
 func NewRegistrar(c *Client, inst Instance, opts ...RegistrarOption) (*Registrar, error) {
 	o := registrarOptions{basePath: DefaultBasePath, codec: CuratorCodec{}, logger: slog.New(slog.DiscardHandler)}
 	for _, opt := range opts {
@@ -226,9 +247,6 @@ func NewRegistrar(c *Client, inst Instance, opts ...RegistrarOption) (*Registrar
 	inst = inst.clone()
 	if _, ok := inst.Metadata[MetadataStatus]; !ok {
 		inst.Metadata[MetadataStatus] = string(StatusUp)
-	}
-	if inst.RegistrationTime.IsZero() {
-		inst.RegistrationTime = time.Now()
 	}
 	if _, err := o.codec.Encode(inst); err != nil {
 		return nil, err
@@ -251,6 +269,7 @@ func NewRegistrar(c *Client, inst Instance, opts ...RegistrarOption) (*Registrar
 		path:      path.Join(o.basePath, inst.Name, name),
 		converged: make(chan struct{}),
 		absent:    !StoresStatus(o.codec, inst),
+		stamped:   !inst.RegistrationTime.IsZero(),
 	}
 	r.logger = o.logger.With("component", "sd.registrar", "path", r.path, "instance", inst.ID)
 	return r, nil
@@ -291,7 +310,8 @@ func (r *Registrar) DrainedBy() string {
 // Path is the instance's node path (inside the client's chroot).
 func (r *Registrar) Path() string { return r.path }
 
-// Instance is what the Registrar writes, status included.
+// Instance is what the Registrar writes, status included. Its
+// RegistrationTime is zero until the first create, unless it was given.
 func (r *Registrar) Instance() Instance {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -317,30 +337,18 @@ func (r *Registrar) Deregister() {
 	}
 }
 
-// ensureParents creates the missing parents of the node as ParentMode says.
+// ensureParents creates the missing parents of the node as ParentMode
+// says; their requests, as every one of the Registrar's, go through call.
 func (r *Registrar) ensureParents(ctx context.Context) error {
-	dir := path.Dir(r.path)
-	if r.opts.parents == ParentsContainer {
-		return r.c.ensurePath(ctx, dir, true)
-	}
-	// Persistent all the way down. Client.ensurePath makes every parent
-	// but the last a container, so each level is made in turn, from the
-	// root; an existing node is left as it is.
-	for i := 1; i <= len(dir); i++ {
-		if i == len(dir) || dir[i] == '/' {
-			if err := r.c.ensurePath(ctx, dir[:i], false); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return r.c.ensurePath(ctx, path.Dir(r.path), r.opts.parents == ParentsContainer, r.call)
 }
 
 // RegisterContext creates the parents (by default CONTAINER nodes, as
 // Curator does, and PERSISTENT ones with PlainCodec; see ParentMode) and
 // the instance's node, then keeps it registered, with the wanted status,
 // until DeregisterContext. When another live session holds the node, it
-// waits for that node to go until ctx ends, then returns a *ConflictError.
+// waits for that node to go until ctx ends, then returns a *ConflictError;
+// a persistent node at the path is refused at once (ErrPersistentNode).
 // Calling it while registered is a no-op.
 func (r *Registrar) RegisterContext(ctx context.Context) error {
 	r.runMu.Lock()
@@ -443,10 +451,11 @@ func (r *Registrar) replyLimit() time.Duration { return max(2*r.c.SessionTimeout
 
 // call runs a ZooKeeper call of this Registrar and returns its error, or
 // ctx's when ctx ends first, or errNoReply after replyLimit. The call is
-// counted until it returns, even when abandoned at ctx's end, so that the
-// next registration can wait for it; one past replyLimit is not: the
-// server answers a session's requests in order, and a connection that
-// lived that long had its later pings answered, so the call has landed.
+// counted until it returns or replyLimit passes, even when abandoned at
+// ctx's end, so that the next registration (or the deregistration) can
+// wait for it; one past replyLimit is not: the server answers a session's
+// requests in order, and a connection that lived that long had its later
+// pings answered, so the call has landed.
 func (r *Registrar) call(ctx context.Context, fn func() error) error {
 	if err := r.c.awaitSettled(ctx); err != nil {
 		return err
@@ -475,15 +484,22 @@ func (r *Registrar) call(ctx context.Context, fn func() error) error {
 		done <- fn()
 	}()
 	d := r.replyLimit()
-	limit := time.NewTimer(d)
-	defer limit.Stop()
+	limit := make(chan struct{})
+	// A timer of its own, not the select's: a call abandoned at ctx's end
+	// (a stopped keeper's) whose reply never comes would otherwise stay
+	// counted, and hold the deregistration, for as long as the
+	// connection lives.
+	t := time.AfterFunc(d, func() {
+		uncount()
+		close(limit)
+	})
 	select {
 	case err := <-done:
+		t.Stop()
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-limit.C:
-		uncount()
+	case <-limit:
 		return fmt.Errorf("%w within %v", errNoReply, d)
 	}
 }
@@ -523,22 +539,36 @@ func (r *Registrar) ensure(ctx context.Context) error {
 		return fmt.Errorf("sd: register %s: %w", r.path, zk.ErrConnectionClosed)
 	}
 	var stat *zk.Stat
-	err := r.call(ctx, func() (err error) { _, stat, err = r.c.zk().Get(full); return err })
+	var cur []byte
+	err := r.call(ctx, func() (err error) { cur, stat, err = r.c.zk().Get(full); return err })
 	switch {
 	case ctx.Err() != nil:
 		return ctx.Err()
 	case err == nil && stat.EphemeralOwner == session:
 		r.mu.Lock()
 		r.czxid, r.session, r.lastCzxid = stat.Czxid, session, stat.Czxid
+		if !r.stamped {
+			// Ours, though no create of ours was answered (its reply was
+			// lost): the time is the one it carries.
+			r.inst.RegistrationTime, r.stamped = time.Now().Truncate(time.Millisecond), true
+			if inst, err := r.codec.Decode(r.inst.Name, path.Base(r.path), cur); err == nil && !inst.RegistrationTime.IsZero() {
+				r.inst.RegistrationTime = inst.RegistrationTime
+			}
+		}
 		r.mu.Unlock()
 		return nil
 	case err == nil:
-		return &ConflictError{Path: r.path, Owner: stat.EphemeralOwner}
+		return r.heldBy(stat)
 	case !errors.Is(err, zk.ErrNoNode):
 		return fmt.Errorf("sd: read %s: %w", r.path, err)
 	}
 	r.mu.Lock()
 	inst := r.inst.clone() // SetStatus may write Metadata meanwhile
+	if !r.stamped {
+		// Milliseconds, as registrationTimeUTC carries it: Instance says
+		// what the node says. Kept once a create lands.
+		inst.RegistrationTime = time.Now().Truncate(time.Millisecond)
+	}
 	if r.drainedBy != "" {
 		// Drained: the operator's word outlives the node it was written in.
 		inst.Metadata[MetadataDrainedBy] = r.drainedBy
@@ -572,6 +602,9 @@ func (r *Registrar) ensure(ctx context.Context) error {
 	}
 	r.mu.Lock()
 	r.czxid, r.session, r.lastCzxid = stat.Czxid, session, stat.Czxid
+	if !r.stamped {
+		r.inst.RegistrationTime, r.stamped = inst.RegistrationTime, true
+	}
 	r.mu.Unlock()
 	r.markWrote(want)
 	kind := EventRegistered
@@ -794,7 +827,7 @@ func (r *Registrar) writeStatus(ctx context.Context) error {
 			return fmt.Errorf("sd: set status of %s: %w", r.path, err)
 		}
 		if stat.EphemeralOwner != r.c.SessionID() {
-			return &ConflictError{Path: r.path, Owner: stat.EphemeralOwner}
+			return r.heldBy(stat)
 		}
 		cur, err := r.codec.Decode(r.inst.Name, path.Base(r.path), data)
 		drainedStatus := ""
@@ -828,7 +861,17 @@ func (r *Registrar) writeStatus(ctx context.Context) error {
 			return nil
 		}
 		if err != nil {
-			cur = r.Instance() // our node, unreadable: rewrite it whole
+			// Our node, unreadable (a hand edit, a foreign writer): rewrite
+			// it whole, with the drain last seen on it, which only an
+			// undrain ends, as ensure keeps it in a node it re-creates.
+			cur = r.Instance()
+			r.mu.Lock()
+			by := r.drainedBy
+			r.mu.Unlock()
+			if by != "" {
+				cur.Metadata[MetadataDrainedBy] = by
+				drainedStatus, status = string(status), StatusOutOfService
+			}
 		}
 		if cur.Metadata == nil {
 			cur.Metadata = map[string]string{}
@@ -870,8 +913,9 @@ func (r *Registrar) writeStatus(ctx context.Context) error {
 // cannot be written in it. When
 // ctx ends first, the Registrar keeps writing it, after any disconnect or
 // expiry, until DeregisterContext. Before Register it returns
-// ErrNotRegistered, and Register writes the status. UP removes the
-// MetadataOutBy mark of SetStatusBy; OUT_OF_SERVICE keeps it.
+// ErrNotRegistered, and Register writes the status; after the Client's
+// Close, ErrClosed. UP removes the MetadataOutBy mark of SetStatusBy;
+// OUT_OF_SERVICE keeps it.
 func (r *Registrar) SetStatus(ctx context.Context, status Status) error {
 	return r.setStatus(ctx, status, "", true)
 }
@@ -916,6 +960,9 @@ func (r *Registrar) setStatus(ctx context.Context, status Status, by string, kee
 		}
 		select {
 		case <-ch:
+		case <-r.c.Done():
+			// The keeper ended with the session: nothing keeps trying.
+			return fmt.Errorf("sd: set status of %s to %s: the Client was closed, and its session with the node: %w", r.path, status, ErrClosed)
 		case <-ctx.Done():
 			if lastErr != nil {
 				return fmt.Errorf("sd: set status of %s to %s: %w (%w; the Registrar keeps trying)", r.path, status, ctx.Err(), lastErr)
