@@ -29,6 +29,10 @@ import (
 	"github.com/gracekit/gracekit/sd"
 )
 
+// An Endpoint's balancer names the service and says whether none is
+// registered or none is UP when it has no instance to pick.
+var _ endpoint.InstanceCounter = (*sd.Instancer)(nil)
+
 // Option configures a Consumer.
 type Option interface{ applyConsumer(*options) error }
 
@@ -115,7 +119,8 @@ type service struct {
 	err         error
 	ready       chan struct{} // closed once in or err is set
 	endpointers []*endpoint.Endpointer
-	routed      bool // calls go to it through something else than an Endpointer (RoutedInstancer)
+	routed      bool       // calls go to it through something else than an Endpointer (RoutedInstancer)
+	changes     *changeLog // logs in's changes; set with in
 }
 
 // New returns a Consumer over sess. It does no I/O: Start does.
@@ -164,7 +169,11 @@ func (c *Consumer) State() lifecycle.State { return c.run.State() }
 // (sd.NewInstancerContext): when ctx ends first it returns that read's
 // error, or ctx's, and keeps nothing, so that a later call tries again. A
 // missing service node is a service without instances, not an error.
-// Calls that arrive meanwhile get the first call's result.
+// Calls that arrive meanwhile get the first call's result. From the first
+// load on, each change of the service's instance set is logged at info
+// (WithLogger), "instances changed" with the service, the count and the
+// instances added and removed; at most one line per ChangeLogInterval, the
+// changes within it folded into the next line, which counts them.
 func (c *Consumer) Instancer(ctx context.Context, name string) (*sd.Instancer, error) {
 	c.mu.Lock()
 	switch {
@@ -201,6 +210,10 @@ func (c *Consumer) Instancer(ctx context.Context, name string) (*sd.Instancer, e
 	in, err := sd.NewInstancerContext(lctx, client, name, opts...)
 	stopLoad()
 	cancel()
+	var changes *changeLog
+	if err == nil {
+		changes = startChangeLog(in, c.log.With("service", name), ChangeLogInterval)
+	}
 	c.mu.Lock()
 	stopped := c.services == nil
 	switch {
@@ -212,12 +225,13 @@ func (c *Consumer) Instancer(ctx context.Context, name string) (*sd.Instancer, e
 		delete(c.services, name) // a later call tries again
 	}
 	if err == nil {
-		s.in = in
+		s.in, s.changes = in, changes
 	}
 	s.err = err
 	close(s.ready)
 	c.mu.Unlock()
 	if stopped && in != nil {
+		changes.stop()
 		in.Stop() // Stop ran meanwhile and could not see it
 	}
 	return s.in, s.err
@@ -385,6 +399,7 @@ func (c *Consumer) closeServices() {
 		select {
 		case <-s.ready:
 			if s.in != nil {
+				s.changes.stop()
 				s.in.Stop()
 			}
 		default: // still being made: its maker stops it

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Logs is a slog.Handler that keeps every record, with the attributes
@@ -21,6 +22,7 @@ type Logs struct {
 // Log is one record kept by Logs: its level, message and attributes
 // (those of With first), values as text.
 type Log struct {
+	Time    time.Time
 	Level   slog.Level
 	Message string
 	Attrs   map[string]string
@@ -35,7 +37,7 @@ func NewLogs() (*Logs, *slog.Logger) {
 func (l *Logs) Enabled(context.Context, slog.Level) bool { return true }
 
 func (l *Logs) Handle(_ context.Context, r slog.Record) error {
-	rec := Log{Level: r.Level, Message: r.Message, Attrs: map[string]string{}}
+	rec := Log{Time: r.Time, Level: r.Level, Message: r.Message, Attrs: map[string]string{}}
 	add := func(a slog.Attr) bool {
 		rec.Attrs[a.Key] = a.Value.Resolve().String()
 		return true
