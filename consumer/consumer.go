@@ -32,6 +32,9 @@ import (
 // The Endpointers weigh instances by what the Instancer tells of them, and
 // key each ramp by its registration.
 var _ endpoint.RegistrationDescriber = (*sd.Instancer)(nil)
+// An Endpoint's balancer names the service and says whether none is
+// registered or none is UP when it has no instance to pick.
+var _ endpoint.InstanceCounter = (*sd.Instancer)(nil)
 
 // Option configures a Consumer.
 type Option interface{ applyConsumer(*options) error }
@@ -119,7 +122,8 @@ type service struct {
 	err         error
 	ready       chan struct{} // closed once in or err is set
 	endpointers []*endpoint.Endpointer
-	routed      bool // calls go to it through something else than an Endpointer (RoutedInstancer)
+	routed      bool       // calls go to it through something else than an Endpointer (RoutedInstancer)
+	changes     *changeLog // logs in's changes; set with in
 }
 
 // New returns a Consumer over sess. It does no I/O: Start does.
@@ -168,7 +172,11 @@ func (c *Consumer) State() lifecycle.State { return c.run.State() }
 // (sd.NewInstancerContext): when ctx ends first it returns that read's
 // error, or ctx's, and keeps nothing, so that a later call tries again. A
 // missing service node is a service without instances, not an error.
-// Calls that arrive meanwhile get the first call's result.
+// Calls that arrive meanwhile get the first call's result. From the first
+// load on, each change of the service's instance set is logged at info
+// (WithLogger), "instances changed" with the service, the count and the
+// instances added and removed; at most one line per ChangeLogInterval, the
+// changes within it folded into the next line, which counts them.
 func (c *Consumer) Instancer(ctx context.Context, name string) (*sd.Instancer, error) {
 	c.mu.Lock()
 	switch {
@@ -205,6 +213,10 @@ func (c *Consumer) Instancer(ctx context.Context, name string) (*sd.Instancer, e
 	in, err := sd.NewInstancerContext(lctx, client, name, opts...)
 	stopLoad()
 	cancel()
+	var changes *changeLog
+	if err == nil {
+		changes = startChangeLog(in, c.log.With("service", name), ChangeLogInterval)
+	}
 	c.mu.Lock()
 	stopped := c.services == nil
 	switch {
@@ -216,12 +228,13 @@ func (c *Consumer) Instancer(ctx context.Context, name string) (*sd.Instancer, e
 		delete(c.services, name) // a later call tries again
 	}
 	if err == nil {
-		s.in = in
+		s.in, s.changes = in, changes
 	}
 	s.err = err
 	close(s.ready)
 	c.mu.Unlock()
 	if stopped && in != nil {
+		changes.stop()
 		in.Stop() // Stop ran meanwhile and could not see it
 	}
 	return s.in, s.err
@@ -389,6 +402,7 @@ func (c *Consumer) closeServices() {
 		select {
 		case <-s.ready:
 			if s.in != nil {
+				s.changes.stop()
 				s.in.Stop()
 			}
 		default: // still being made: its maker stops it

@@ -29,6 +29,7 @@ type snapshot struct {
 	endpoints []kitendpoint.Endpoint
 	err       error           // set when the set was invalidated or closed
 	w         *weighted.Table // the instances' weights; nil when all are equal
+	owner     *Endpointer     // says why the set is empty
 }
 
 // weight is instance i's weight in the pick table: 1 when all are equal.
@@ -39,11 +40,16 @@ func (s *snapshot) weight(i int) uint64 {
 	return uint64(s.w.Weight(i))
 }
 
+// emptyErr is a balancer's error when s has no instance: s.err, or a
+// *NoEndpointsError that says why.
 func (s *snapshot) emptyErr() error {
 	if s.err != nil {
 		return s.err
 	}
-	return kitlb.ErrNoEndpoints
+	if s.owner == nil {
+		return kitlb.ErrNoEndpoints
+	}
+	return s.owner.noEndpoints()
 }
 
 // Endpointer subscribes to an Instancer and keeps one endpoint per instance,
@@ -53,6 +59,7 @@ type Endpointer struct {
 	src           kitsd.Instancer
 	describer     Describer             // src, when it describes its instances
 	registrations RegistrationDescriber // src, when it names their registrations
+	counter       InstanceCounter       // src, when it counts its service's instances
 	factory       kitsd.Factory
 	opts          options
 	epoch         time.Time
@@ -113,7 +120,8 @@ func NewEndpointer(src kitsd.Instancer, f kitsd.Factory, opts ...Option) (*Endpo
 	}
 	e.describer, _ = src.(Describer)
 	e.registrations, _ = src.(RegistrationDescriber)
-	e.snap.Store(&snapshot{})
+	e.counter, _ = src.(InstanceCounter)
+	e.snap.Store(&snapshot{owner: e})
 	go e.loop()
 	src.Register(e.events)
 	e.sync <- struct{}{} // every event received before this one is applied
@@ -397,7 +405,7 @@ var errInvalidated = errors.New("endpoint: discovery error outlived the invalida
 
 // publish stores a new snapshot built from e.current; e.mu must be held.
 func (e *Endpointer) publish(err error) {
-	s := &snapshot{err: err}
+	s := &snapshot{err: err, owner: e}
 	s.instances = make([]*instance, 0, len(e.current))
 	for _, in := range e.current {
 		s.instances = append(s.instances, in)

@@ -90,7 +90,19 @@ func HTTPScheme(scheme string) HTTPOption {
 // HTTPFactory builds go-kit transport/http clients, one per instance, that
 // share one tuned http.Transport. Its endpoints:
 //   - return a [*StatusError] matching [ErrUnavailable] for a 503 response
-//     (the body is drained, the decoder is not called);
+//     (the body is drained, the decoder is not called): [Classify] calls it
+//     [Retryable], so [NewRetry] tries another instance unless the request
+//     is marked [NonIdempotent];
+//   - hand every other response to the decoder as it is, whatever its
+//     status (2xx, a 404, a 500): the factory does not judge it, and the
+//     decoder's result is the call's. An error the decoder returns is
+//     classified like any other: [Permanent] (returned at once, not
+//     retried) unless it matches a retryable class, and io.EOF and
+//     io.ErrUnexpectedEOF, which encoding/json's Decode returns for an
+//     empty or cut body, are [Retryable]. So check the status in the
+//     decoder; to have a status retried, return an error that matches
+//     [ErrUnavailable] (or a [*StatusError] for a 503), or give NewRetry a
+//     [RetryIf]. go-kit's client closes the body when the decoder returns;
 //   - report the closing signal: the io.Closer of each instance implements
 //     [ClosingReporter], true while the latest response carried
 //     [ClosingHeader];
@@ -107,7 +119,9 @@ type HTTPFactory struct {
 }
 
 // NewHTTPFactory returns a factory for requests of method to path (appended
-// to the instance's base URL) encoded by enc and decoded by dec.
+// to the instance's base URL) encoded by enc and decoded by dec. dec sees
+// every response but a 503, non-2xx ones included, and its error is the
+// call's (see [HTTPFactory] for how each is retried).
 func NewHTTPFactory(method, path string, enc kithttp.EncodeRequestFunc, dec kithttp.DecodeResponseFunc, opts ...HTTPOption) (*HTTPFactory, error) {
 	switch {
 	case method == "":

@@ -172,21 +172,31 @@ type Config struct {
 }
 
 // ConfigError says that a Config field, or the environment variable it was
-// read from, has a value out of range.
+// read from, has a value out of range, or that required settings are
+// unset (Unset).
 type ConfigError struct {
-	// Field is the Config field, e.g. "Port".
+	// Field is the Config field, e.g. "Port"; with Unset, the first
+	// unset one.
 	Field string
 	// Env is the environment variable of the field.
 	Env string
 	// Value is the bad value, "" when missing; secrets are not repeated.
 	Value string
-	// Want says what is allowed.
+	// Want says what is allowed; with Unset, the Config fields unset and
+	// what to set for a local try.
 	Want string
+	// Unset, when not empty, are the environment variables of every
+	// required setting left unset: the error is then that, and names
+	// them all at once.
+	Unset []string
 	// Err is the underlying cause, if any.
 	Err error
 }
 
 func (e *ConfigError) Error() string {
+	if len(e.Unset) > 0 {
+		return fmt.Sprintf("fxmodule: required settings unset: %s (%s)", strings.Join(e.Unset, ", "), e.Want)
+	}
 	msg := fmt.Sprintf("fxmodule: invalid Config.%s %q (env %s): want %s", e.Field, e.Value, e.Env, e.Want)
 	if e.Err != nil {
 		msg += ": " + e.Err.Error()

@@ -107,5 +107,8 @@
 // the lifecycle events of the start and stop steps, through
 // lifecycle.SlogListener, and the logs of provider, consumer, sd, endpoint
 // and shutdown. Without one they go to slog.Default(). fx's own logger (fx.WithLogger) reports the
-// module's hooks as it does any hook.
+// module's hooks as it does any hook; Logger is one over the same *slog.Logger that keeps fx's
+// events at debug, says the stop signal at info and a failed hook once at error, and leaves what
+// fx.New failed on to App.Err: check it before Run and print Cause(err), which is the
+// *ConfigError itself when a setting is unset or wrong, said once, without fx's wrapping.
 package fxmodule

@@ -13,10 +13,11 @@ type required struct {
 
 // requireSet fails when some required settings are unset, naming all of
 // them at once: a first run with nothing set then says everything to set,
-// not one variable per attempt. The error is a *ConfigError for the first.
+// not one variable per attempt. The error is a *ConfigError for the first,
+// its Unset listing them all.
 // Malformed values are left to the checks that follow.
 func requireSet(needs ...required) error {
-	var envs, examples []string
+	var envs, fields, examples []string
 	var first *required
 	for i := range needs {
 		if n := &needs[i]; n.unset {
@@ -24,15 +25,15 @@ func requireSet(needs ...required) error {
 				first = n
 			}
 			envs = append(envs, n.env)
+			fields = append(fields, "Config."+n.field)
 			examples = append(examples, n.env+"="+n.example)
 		}
 	}
 	if first == nil {
 		return nil
 	}
-	return &ConfigError{Field: first.field, Env: first.env,
-		Want: "required settings; unset: " + strings.Join(envs, ", ") +
-			" (for a local try: " + strings.Join(examples, " ") + "; see docs/CONFIG.md)"}
+	return &ConfigError{Field: first.field, Env: first.env, Unset: envs,
+		Want: strings.Join(fields, ", ") + "; for a local try: " + strings.Join(examples, " ") + "; see docs/CONFIG.md"}
 }
 
 // sessionNeeds are what every role needs.

@@ -526,14 +526,20 @@ func (p *Provider) closeListener() {
 // Config.Listener; a Stop during Start cancels the start and waits for it
 // within ctx (the start stops what it started itself when ctx ends first);
 // later Stops wait for the first and return its result. After Stop, Start
-// returns lifecycle.ErrStopped.
+// returns lifecycle.ErrStopped. Each stop step is logged as it ends
+// ("lifecycle step done", step=<shutdown.Step* name>), and the stop's last
+// line, "stop done", sums it up: the steps with their times, the total,
+// and the count of failed steps (at warn when one failed, naming them).
 func (p *Provider) Stop(ctx context.Context) error {
 	return p.run.Stop(ctx, func(ctx context.Context) error {
 		// The health check and the drain loop end first: a stopping
 		// instance never returns to UP.
+		begin := time.Now()
 		p.stopDrain()
 		herr := p.stopHealth(ctx)
-		return errors.Join(herr, p.sequence().Stop(ctx))
+		err := errors.Join(herr, p.sequence().Stop(ctx))
+		p.logStopSummary(p.sequence().Report(), time.Since(begin))
+		return err
 	}, p.closeListener)
 }
 

@@ -146,6 +146,26 @@ func ValidNodeName(name string) bool {
 // dial "address:port" and fail.
 func ValidHost(host string) bool { return validHost(host) }
 
+// CountInstances returns the service the Instancer watches, the
+// instances registered under it as last read (malformed nodes aside),
+// whatever their status, and how many of those are UP: for
+// endpoint.InstanceCounter, so that an Endpointer with no endpoint says
+// whether none is registered or none is UP. It reads no ZooKeeper.
+func (in *Instancer) CountInstances() (service string, registered, up int) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for _, e := range in.entries {
+		if !e.ok {
+			continue
+		}
+		registered++
+		if !e.out {
+			up++
+		}
+	}
+	return in.service, registered, up
+}
+
 // Describe returns the registration time and metadata of the published
 // instance whose string is pub, for endpoint.Describer: an Endpointer ramps
 // the instances that join its set from their registration time. When

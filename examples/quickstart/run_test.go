@@ -31,7 +31,8 @@ import (
 // new module whose go.mod has only a require and a replace of the library
 // to this checkout (the checkout's go.sum spares a download of what it
 // already lists), runs go mod tidy and builds them: it returns the
-// binaries by quickstart name (provider, gateway, grpc, byhand, consumer).
+// binaries by quickstart name (provider, gateway, grpc, byhand, consumer,
+// plainprovider).
 func freshModule(t *testing.T) map[string]string {
 	t.Helper()
 	root, err := filepath.Abs("../..")
@@ -200,9 +201,10 @@ func registered(t *testing.T, conn testutil.ZK, service string) []string {
 // a reader's fresh module with only a replace to the checkout; each
 // quickstart, run with the variables its README block names, registers,
 // serves (the gateway routes to the provider, byhand calls it once, the
-// gRPC provider answers its RPC and the standard health service) and
-// leaves on SIGTERM, exit 0, its node gone; run with nothing set, the HTTP
-// provider exits 1 naming what to set.
+// gRPC provider answers its RPC and the standard health service, the
+// plain-Go provider serves beside the fx one) and leaves on SIGTERM, exit
+// 0, its node gone, its stop summed up in one line; run with nothing set,
+// the HTTP provider exits 1 naming what to set.
 func TestQuickstartsRunAsTheREADMESays(t *testing.T) {
 	bins := freshModule(t)
 	zkc := zktest.New(t)
@@ -281,6 +283,32 @@ func TestQuickstartsRunAsTheREADMESays(t *testing.T) {
 	cons.Env = append(os.Environ(), readmeEnv(t, "consumer", zkc.ConnectString())...)
 	if out, err := cons.CombinedOutput(); err != nil || !strings.Contains(string(out), "http: map[price:12.34") || !strings.Contains(string(out), "grpc: 12.34") {
 		t.Fatalf("consumer: %v\n%s", err, out)
+	} else if !strings.Contains(string(out), "INFO instances changed component=consumer service=quote count=1 added=") {
+		t.Errorf("the plain-Go consumer logged no change of quote's instances:\n%s", out)
+	}
+
+	// Issue 39, item 6: the plain-Go provider, run as docs/PLAIN-GO.md
+	// runs it, registers beside the fx one and serves; at SIGTERM it says
+	// the signal, flushes the gateway, leaves, and sums the stop up.
+	ppenv := readmeEnv(t, "plainprovider", zkc.ConnectString())
+	pp := start(t, bins["plainprovider"], ppenv)
+	testutil.WaitFor(t, "the plain-Go provider registered", func() bool { return len(registered(t, conn, "quote")) == 2 })
+	resp, err = http.Get("http://127.0.0.1:" + envValue(ppenv, "GRACEKIT_PORT") + "/quote?symbol=XYZ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	quote = nil
+	_ = json.NewDecoder(resp.Body).Decode(&quote)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || quote["symbol"] != "XYZ" {
+		t.Fatalf("GET /quote on the plain-Go provider: %d %v", resp.StatusCode, quote)
+	}
+	logs := pp.stop(t, "the plain-Go provider")
+	if ids := registered(t, conn, "quote"); len(ids) != 1 {
+		t.Errorf("after the plain-Go provider's stop, quote has %v registered, want the fx provider's only", ids)
+	}
+	if !strings.Contains(logs, "INFO signal received; stopping signal=SIGTERM") || !stopSummed(logs, "flush=") {
+		t.Errorf("the plain-Go provider's stop: want the signal's line, then a 'stop done' line with errors=0 and a flush step:\n%s", logs)
 	}
 
 	for _, p := range []struct {
@@ -294,5 +322,21 @@ func TestQuickstartsRunAsTheREADMESays(t *testing.T) {
 		if !strings.Contains(logs, "registered") || !strings.Contains(logs, "deregistered") {
 			t.Errorf("%s logged no registered/deregistered line through slog.Default():\n%s", p.what, logs)
 		}
+		// Issue 39, items 5 and 6: fxmodule.Logger says the signal at
+		// info, and fx's own events stay out of the way.
+		if !strings.Contains(logs, "INFO signal received; stopping signal=SIGTERM") || !stopSummed(logs, "session=") || strings.Contains(logs, "[Fx]") {
+			t.Errorf("%s's stop: want the signal's line and a 'stop done' line with errors=0, no [Fx] lines:\n%s", p.what, logs)
+		}
 	}
+}
+
+// stopSummed reports whether logs have a "stop done" line with errors=0
+// whose steps include step.
+func stopSummed(logs, step string) bool {
+	for _, l := range strings.Split(logs, "\n") {
+		if strings.Contains(l, "INFO stop done ") && strings.Contains(l, " errors=0") && strings.Contains(l, step) {
+			return true
+		}
+	}
+	return false
 }

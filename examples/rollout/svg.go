@@ -59,12 +59,14 @@ func writeSVGFile(path string, title string, rows [][]*timeline) error {
 }
 
 // svgScale is what every panel shares, so that panels compare at a
-// glance: one time scale, one request scale, one failure scale, one
-// latency scale, and a color per consumer.
+// glance: one request scale, one failure scale, one latency scale, and a
+// color per consumer; and the time scales, each fitted to the data of the
+// panels that share it (timeline.Axis).
 type svgScale struct {
-	secs, maxReq, maxFail int
-	maxLatMS              int
-	colors                map[string]string
+	maxReq, maxFail int
+	maxLatMS        int
+	colors          map[string]string
+	secs            map[*timeline]int // the seconds each panel's time axis runs to
 }
 
 // stripsH is the height of n consumers' strips.
@@ -79,12 +81,20 @@ func stripsH(n int) int {
 // windows) above and failures per second below, failed and crash_failed
 // apart, and a vertical line at each SIGTERM, restart and kill.
 func writeSVG(w io.Writer, title string, rows [][]*timeline) {
-	sc := svgScale{secs: 1, maxReq: 1, maxFail: 1, maxLatMS: 1, colors: map[string]string{}}
+	sc := svgScale{maxReq: 1, maxFail: 1, maxLatMS: 1, colors: map[string]string{}, secs: map[*timeline]int{}}
+	axes := map[string]int{} // the longest panel of each shared axis
+	for _, row := range rows {
+		for _, tl := range row {
+			if tl.Axis != "" {
+				axes[tl.Axis] = max(axes[tl.Axis], tl.Seconds())
+			}
+		}
+	}
 	cols, windows := 0, false
 	for _, row := range rows {
 		cols = max(cols, len(row))
 		for _, tl := range row {
-			sc.secs = max(sc.secs, tl.Seconds())
+			sc.secs[tl] = max(1, tl.Seconds(), axes[tl.Axis])
 			windows = windows || len(tl.Windows) > 0
 			for c, n := range tl.Consumers {
 				if _, ok := sc.colors[n]; !ok {
@@ -182,7 +192,8 @@ func (tl *timeline) headline() string {
 // writePanel draws tl with its first strip's top left corner at x0, y0.
 func writePanel(w io.Writer, tl *timeline, sc svgScale, x0, y0 int) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
-	secW := float64(svgPanelW) / float64(sc.secs)
+	secs := sc.secs[tl]
+	secW := float64(svgPanelW) / float64(secs)
 	sx := func(s float64) float64 { return float64(x0) + s*secW }
 	bottom := y0 + stripsH(len(tl.Consumers))
 
@@ -194,10 +205,10 @@ func writePanel(w io.Writer, tl *timeline, sc svgScale, x0, y0 int) {
 		p(`<rect class="window" data-from="%.1f" data-to="%.1f" x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"/>`+"\n",
 			win[0].Seconds(), win[1].Seconds(), sx(win[0].Seconds()), y0, (win[1]-win[0]).Seconds()*secW, bottom-y0, windowFill)
 	}
-	step := tickStep(sc.secs)
-	for s := 0; s <= sc.secs; s += step {
-		p(`<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#eee"/><text x="%.1f" y="%d" text-anchor="middle" fill="#555">%ds</text>`+"\n",
-			sx(float64(s)), y0, sx(float64(s)), bottom, sx(float64(s)), bottom+14, s)
+	step := tickStep(secs)
+	for s := 0; s <= secs; s += step {
+		p(`<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#eee"/><text class="tick" data-second="%d" x="%.1f" y="%d" text-anchor="middle" fill="#555">%ds</text>`+"\n",
+			sx(float64(s)), y0, sx(float64(s)), bottom, s, sx(float64(s)), bottom+14, s)
 	}
 	for c := range tl.Consumers {
 		writeStrip(w, tl, sc, c, x0, y0+c*(svgStripH+svgFailGap+svgFailH+svgStripGap), sx)

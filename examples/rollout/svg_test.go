@@ -520,3 +520,59 @@ func equalCounts(a, b map[string]int) bool {
 	}
 	return true
 }
+
+// Issue 39, item 5: each panel's time axis runs to the end of its run's
+// data, not to the longest scenario's: on a short run the rolling
+// restarts (graceful beside naive, which share their axis) end at their
+// last second, migrate at its own, and slowstart's 20 s stay its own.
+func TestSVGTimeAxesFitTheRunsData(t *testing.T) {
+	start := time.Unix(4000, 0)
+	names := []string{"gracekit", "go-kit"}
+	run := func(mode string, secs float64) *modeResult {
+		var samples []sample
+		for i := 0; float64(i)/10 < secs; i++ {
+			samples = append(samples, sampleAt(start, float64(i)/10, i%2, false))
+		}
+		r := &modeResult{Mode: mode, Transport: transportHTTP}
+		r.Timeline = newTimeline(mode, names, start, samples, []mark{{At: time.Second, Kind: markSIGTERM, ID: "quote-1"}}, nil)
+		return r
+	}
+	graceful, naive, migrate := run("graceful", 4), run("naive", 3), run(modeMigrate, 2)
+	path, err := writeChart(filepath.Join(t.TempDir(), "demo.svg"), []*modeResult{graceful, naive, migrate, slowStartFixture()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lastTick := map[string]int{}
+	left := map[string]float64{}
+	lastX := map[string]float64{}
+	for _, e := range parseSVG(t, b) {
+		switch e.attrs["class"] {
+		case "tick":
+			lastTick[e.panel], _ = strconv.Atoi(e.attrs["data-second"])
+		case "strip":
+			left[e.panel], _ = strconv.ParseFloat(e.attrs["x"], 64)
+		case "requests", "p99":
+			pts := strings.Fields(e.attrs["points"])
+			xs, _, _ := strings.Cut(pts[len(pts)-1], ",")
+			lastX[e.panel], _ = strconv.ParseFloat(xs, 64)
+		}
+	}
+	want := map[string]int{"graceful": 4, "naive": 4, modeMigrate: 2, modeSlowStart: 20}
+	for p, w := range want {
+		if lastTick[p] != w {
+			t.Errorf("%s's time axis runs to %ds, want %ds (its data's end)", p, lastTick[p], w)
+		}
+	}
+	// The data reaches the right end of its panel: its last second's
+	// point is drawn at its middle, half a second from the end.
+	for _, p := range []string{"graceful", modeMigrate, modeSlowStart} {
+		secW := svgPanelW / float64(want[p])
+		if got, end := lastX[p], left[p]+svgPanelW; got < end-secW || got > end {
+			t.Errorf("%s's last point at x=%.1f, want within its last second, before the panel's end at %.1f", p, got, end)
+		}
+	}
+}

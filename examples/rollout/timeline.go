@@ -44,6 +44,11 @@ type timeline struct {
 	// FailedN and CrashFailedN are the headline's counts: the failures
 	// the mode counts as failed, and those of its kill -9 window.
 	FailedN, CrashFailedN int
+	// Axis names the time axis the panel shares with the panels of the
+	// same Axis (the rolling restarts: graceful beside naive, over each
+	// transport), which runs to the longest of them; an empty Axis is the
+	// panel's own, fitted to its data.
+	Axis string
 }
 
 // newTimeline buckets samples by the second they completed in, from start;
@@ -114,7 +119,9 @@ func writeChart(path string, results []*modeResult) (string, error) {
 		// two panels wide.
 		key := r.Transport
 		if r.Mode == modeMigrate || r.Mode == modeSlowStart {
-			key = "once"
+			key = "once" // each on a time axis of its own
+		} else {
+			r.Timeline.Axis = "rolling"
 		}
 		i, ok := row[key]
 		if !ok {

@@ -45,7 +45,7 @@ func run(servers string) (err error) {
 	if err != nil {
 		return err
 	}
-	c, err := consumer.New(sess)
+	c, err := consumer.New(sess, consumer.WithLogger(slog.Default())) // logs each change of a service's instances
 	if err != nil {
 		return err
 	}

@@ -6,14 +6,14 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
+	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"time"
 
 	kitendpoint "github.com/go-kit/kit/endpoint"
 	"go.uber.org/fx"
-	"go.uber.org/fx/fxevent"
 
 	"github.com/gracekit/gracekit/consumer"
 	"github.com/gracekit/gracekit/endpoint"
@@ -61,19 +61,16 @@ func decodeJSON(_ context.Context, r *http.Response) (any, error) {
 }
 
 func main() {
-	fx.New(
-		fx.WithLogger(fxLogger), // fx's own events at debug: the first line you see is what matters
-		fxmodule.FromEnv(),      // GRACEKIT_FLUSH_SECRET too: providers sign their flushes with it
+	app := fx.New(
+		fxmodule.Logger,    // fx's own events at debug: the first line you see is what matters
+		fxmodule.FromEnv(), // GRACEKIT_FLUSH_SECRET too: providers sign their flushes with it
 		fx.Provide(newHTTPServer),
 		fxmodule.Discovery, // registers the gateway with its flush path, so providers find it
 		fxmodule.Gateway,   // the consumer, and the flush handler at /gracekit/flush
-	).Run()
-}
-
-// fxLogger sends fx's own events to slog at debug, so they stay out of the
-// way of the library's lines; fx's errors stay at error.
-func fxLogger() fxevent.Logger {
-	l := &fxevent.SlogLogger{Logger: slog.Default()}
-	l.UseLogLevel(slog.LevelDebug)
-	return l
+	)
+	if err := app.Err(); err != nil { // a setting unset or wrong: said once, plainly
+		fmt.Fprintln(os.Stderr, "gateway:", fxmodule.Cause(err))
+		os.Exit(1)
+	}
+	app.Run()
 }

@@ -5,10 +5,10 @@ package main
 
 import (
 	"context"
-	"log/slog"
+	"fmt"
+	"os"
 
 	"go.uber.org/fx"
-	"go.uber.org/fx/fxevent"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -24,12 +24,17 @@ func newGRPCServer(o fxmodule.GRPCServerOptions) *grpc.Server {
 }
 
 func main() {
-	fx.New(
-		fx.WithLogger(fxLogger), // fx's own events at debug: the first line you see is what matters
-		fxmodule.FromEnv(),      // GRACEKIT_GRPC_PORT=9090 instead of GRACEKIT_PORT
+	app := fx.New(
+		fxmodule.Logger,    // fx's own events at debug: the first line you see is what matters
+		fxmodule.FromEnv(), // GRACEKIT_GRPC_PORT=9090 instead of GRACEKIT_PORT
 		fx.Provide(newGRPCServer),
 		fxmodule.Discovery, // serves the *grpc.Server (and an *http.Server, if the app has one)
-	).Run()
+	)
+	if err := app.Err(); err != nil { // a setting unset or wrong: said once, plainly
+		fmt.Fprintln(os.Stderr, "grpc:", fxmodule.Cause(err))
+		os.Exit(1)
+	}
+	app.Run()
 }
 
 // quotes answers quote.Quotes/Get: a symbol in, a price out. The service is
@@ -64,12 +69,4 @@ var quotesDesc = grpc.ServiceDesc{
 			return icpt(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: "/quote.Quotes/Get"}, get)
 		},
 	}},
-}
-
-// fxLogger sends fx's own events to slog at debug, so they stay out of the
-// way of the library's lines; fx's errors stay at error.
-func fxLogger() fxevent.Logger {
-	l := &fxevent.SlogLogger{Logger: slog.Default()}
-	l.UseLogLevel(slog.LevelDebug)
-	return l
 }

@@ -5,12 +5,12 @@ package main
 
 import (
 	"encoding/json"
-	"log/slog"
+	"fmt"
 	"net/http"
+	"os"
 	"time"
 
 	"go.uber.org/fx"
-	"go.uber.org/fx/fxevent"
 
 	"github.com/gracekit/gracekit/fxmodule"
 )
@@ -26,18 +26,15 @@ func newHTTPServer() *http.Server {
 }
 
 func main() {
-	fx.New(
-		fx.WithLogger(fxLogger),   // fx's own events at debug: the first line you see is what matters
+	app := fx.New(
+		fxmodule.Logger,           // fx's own events at debug: the first line you see is what matters
 		fxmodule.FromEnv(),        // the GRACEKIT_* variables; or fx.Supply(fxmodule.Config{...})
 		fx.Provide(newHTTPServer), // your *http.Server
 		fxmodule.Discovery,        // serves it, registers it, runs the stop at SIGTERM
-	).Run()
-}
-
-// fxLogger sends fx's own events to slog at debug, so they stay out of the
-// way of the library's lines; fx's errors stay at error.
-func fxLogger() fxevent.Logger {
-	l := &fxevent.SlogLogger{Logger: slog.Default()}
-	l.UseLogLevel(slog.LevelDebug)
-	return l
+	)
+	if err := app.Err(); err != nil { // a setting unset or wrong: said once, plainly
+		fmt.Fprintln(os.Stderr, "provider:", fxmodule.Cause(err))
+		os.Exit(1)
+	}
+	app.Run()
 }
