@@ -171,8 +171,15 @@ func TestAnOperatorDrainHoldsAGRPCClientOff(t *testing.T) {
 	draining.Store(true)
 	cli.Run(t, "drain", "quote", "p1", "-zk", zkc.ConnectString())
 	testutil.WaitFor(t, "the resolver pushed the set without p1", out.Load)
+	var lastHealth []provider.HealthTransition
+	defer func() {
+		if t.Failed() {
+			t.Logf("p1's health transitions: %+v", lastHealth)
+		}
+	}()
 	testutil.WaitFor(t, "p1 out of rotation by the operator", func() bool {
 		h := p1.Health()
+		lastHealth = h
 		return len(h) == 1 && !h[0].Healthy && h[0].By == provider.ByOperator
 	})
 	testutil.WaitFor(t, "the RPCs started before the push answered", func() bool { return before.Load() == 0 })
