@@ -9,7 +9,6 @@ import (
 
 	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/sd"
-	"github.com/gracekit/gracekit/zktest"
 )
 
 // writesSince counts the writes ZooKeeper took for the node p since
@@ -40,7 +39,7 @@ func writesSince(t *testing.T, conn testutil.ZK, p string, parent0 *zk.Stat, nod
 // hundreds of times; the count asserted is a bound, not a time.
 func TestPlainAndGoKitRegistrarsWriteAtMostTwicePerStatusChange(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc, base := sharedZK(t)
 	cl := newClient(t, zkc)
 	conn := testutil.ZKConn(t, zkc.Addrs())
 	for _, codec := range []sd.Codec{sd.PlainCodec{}, sd.GoKitCodec{}} {
@@ -48,7 +47,7 @@ func TestPlainAndGoKitRegistrarsWriteAtMostTwicePerStatusChange(t *testing.T) {
 		if _, ok := codec.(sd.GoKitCodec); ok {
 			inst.Port = 7101
 		}
-		r := register(t, cl, inst, sd.WithCodec(codec), sd.ParentMode(sd.ParentsPersistent))
+		r := register(t, cl, inst, sd.WithCodec(codec), sd.ParentMode(sd.ParentsPersistent), sd.BasePath(base))
 		p := r.Path()
 		for _, st := range []sd.Status{sd.StatusOutOfService, sd.StatusOutOfService, sd.StatusUp, sd.StatusUp, sd.StatusOutOfService, sd.StatusUp} {
 			_, parent0, err := conn.Exists(path.Dir(p))

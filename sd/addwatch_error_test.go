@@ -10,7 +10,6 @@ import (
 
 	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/sd"
-	"github.com/gracekit/gracekit/zktest"
 )
 
 // failAddWatch is a dialer whose connections answer the first left
@@ -70,13 +69,14 @@ func (c *failAddWatchConn) Write(b []byte) (int, error) {
 // TestRefusedAddWatchFallsBackToPerNode.
 func TestAThrottledAddWatchIsTriedAgainNotFallenBackFrom(t *testing.T) {
 	t.Parallel()
-	c := zktest.New(t)
+	c, base := sharedZK(t)
+	at := sd.BasePath(base)
 	provider := newClient(t, c)
-	register(t, provider, instance("throttled", 7401))
+	register(t, provider, instance("throttled", 7401), at)
 	dial := &failAddWatch{code: -127} // ZooKeeper's THROTTLEDOP
 	dial.left.Store(2)
 	consumer := newClient(t, c, sd.Dialer(dial.Dial))
-	in, ch := newInstancer(t, consumer, "throttled", sd.WithWatchMode(sd.WatchRecursive))
+	in, ch := newInstancer(t, consumer, "throttled", sd.WithWatchMode(sd.WatchRecursive), at)
 	waitSet(t, ch, "127.0.0.1:7401")
 	if mode := in.Stats().WatchMode; mode != sd.WatchRecursive {
 		t.Fatalf("after a throttled addWatch the Instancer watches in mode %v, want %v", mode, sd.WatchRecursive)
@@ -89,13 +89,13 @@ func TestAThrottledAddWatchIsTriedAgainNotFallenBackFrom(t *testing.T) {
 	}
 	testutil.WaitFor(t, "the service's recursive watch", func() bool {
 		for _, r := range sd.WatchRoots(consumer) {
-			if r == "/services/throttled" {
+			if r == base+"/throttled" {
 				return true
 			}
 		}
 		return false
 	})
 	// It follows changes with that watch.
-	register(t, provider, instance("throttled", 7402))
+	register(t, provider, instance("throttled", 7402), at)
 	waitSet(t, ch, "127.0.0.1:7401", "127.0.0.1:7402")
 }

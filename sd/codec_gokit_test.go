@@ -120,23 +120,24 @@ func waitContains(t *testing.T, ch <-chan kitsd.Event, absent bool, want ...stri
 // provider. Deregistering the twin takes it from go-kit's consumers only.
 func TestAMixedServiceIsReadByGoKitCuratorAndGracekitConsumers(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc, base := sharedZK(t)
+	at := sd.BasePath(base)
 	kitClient, err := kitzk.NewClient(zkc.Addrs(), log.NewNopLogger(), kitzk.EventHandler(func(zk.Event) {}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(kitClient.Stop) // its session holds the go-kit nodes
 	for _, data := range []string{"127.0.0.1:7001", "http://127.0.0.1:7002"} {
-		kitzk.NewRegistrar(kitClient, kitzk.Service{Path: "/services", Name: "quote", Data: []byte(data)}, log.NewNopLogger()).Register()
+		kitzk.NewRegistrar(kitClient, kitzk.Service{Path: base, Name: "quote", Data: []byte(data)}, log.NewNopLogger()).Register()
 	}
 
 	cl := newClient(t, zkc)
 	inst := instance("quote", 7003)
-	register(t, cl, inst)
-	twin := register(t, cl, inst, sd.WithCodec(sd.GoKitCodec{}), sd.ParentMode(sd.ParentsPersistent))
+	register(t, cl, inst, at)
+	twin := register(t, cl, inst, sd.WithCodec(sd.GoKitCodec{}), sd.ParentMode(sd.ParentsPersistent), at)
 
 	// go-kit's Registrar writes protected ephemeral sequential nodes.
-	kids := zkChildren(t, zkc, "/services/quote")
+	kids := zkChildren(t, zkc, base+"/quote")
 	protected := regexp.MustCompile(`^_c_[0-9a-f]{32}-\d{10}$`)
 	var kitNodes int
 	for _, k := range kids {
@@ -148,16 +149,16 @@ func TestAMixedServiceIsReadByGoKitCuratorAndGracekitConsumers(t *testing.T) {
 		t.Fatalf("children %q: want 2 go-kit nodes, quote-7003 and its twin", kids)
 	}
 
-	mixed, mixedCh := newInstancer(t, cl, "quote", sd.WithCodec(sd.MixedCodec{}))
+	mixed, mixedCh := newInstancer(t, cl, "quote", sd.WithCodec(sd.MixedCodec{}), at)
 	waitSet(t, mixedCh, "127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003")
 	if st := mixed.Stats(); st.Malformed != 0 {
 		t.Errorf("MixedCodec counted %d malformed nodes, want 0", st.Malformed)
 	}
 
-	kitCh := testutil.GoKitEvents(t, zkc.Addrs(), "/services/quote")
+	kitCh := testutil.GoKitEvents(t, zkc.Addrs(), base+"/quote")
 	waitContains(t, kitCh, false, "127.0.0.1:7001", "http://127.0.0.1:7002", "127.0.0.1:7003")
 
-	_, curatorCh := newInstancer(t, cl, "quote")
+	_, curatorCh := newInstancer(t, cl, "quote", at)
 	waitSet(t, curatorCh, "127.0.0.1:7003")
 
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
@@ -180,15 +181,16 @@ func TestAMixedServiceIsReadByGoKitCuratorAndGracekitConsumers(t *testing.T) {
 // through a status change; the fixtures hold what Curator itself writes.
 func TestAStockCuratorClientListsOurRegistrations(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc, base := sharedZK(t)
+	at := sd.BasePath(base)
 	cl := newClient(t, zkc)
 	inst := instance("curated", 8711)
 	inst.SSLPort = 8712
 	inst.Metadata = map[string]string{"zone": "a"}
-	r := register(t, cl, inst)
-	register(t, cl, instance("curated", 8713))
+	r := register(t, cl, inst, at)
+	register(t, cl, instance("curated", 8713), at)
 	curator := testutil.NewCurator(t, zkc.ConnectString())
-	got, err := curator.List(t, "/services", "curated")
+	got, err := curator.List(t, base, "curated")
 	slices.Sort(got)
 	if want := []string{"curated-8711 127.0.0.1 8711 8712 UP", "curated-8713 127.0.0.1 8713 null UP"}; err != nil || !slices.Equal(got, want) {
 		t.Fatalf("Curator's queryForInstances: %q, %v; want %q", got, err, want)
@@ -196,7 +198,7 @@ func TestAStockCuratorClientListsOurRegistrations(t *testing.T) {
 	if err := r.SetStatus(ctxFor(t), sd.StatusOutOfService); err != nil {
 		t.Fatal(err)
 	}
-	got, err = curator.List(t, "/services", "curated")
+	got, err = curator.List(t, base, "curated")
 	slices.Sort(got)
 	if want := []string{"curated-8711 127.0.0.1 8711 8712 OUT_OF_SERVICE", "curated-8713 127.0.0.1 8713 null UP"}; err != nil || !slices.Equal(got, want) {
 		t.Fatalf("Curator's queryForInstances after SetStatus: %q, %v; want %q", got, err, want)

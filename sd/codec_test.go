@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/gracekit/gracekit/sd"
-	"github.com/gracekit/gracekit/zktest"
 )
 
 func fixture(t *testing.T, name string) []byte {
@@ -270,14 +269,15 @@ func TestUnreachableEnsembleIsAClearError(t *testing.T) {
 // the metadata; PublishGRPCAddresses publishes it, for a gRPC Endpointer.
 func TestPublishGRPCAddressesPublishesTheGRPCPort(t *testing.T) {
 	t.Parallel()
-	c := zktest.New(t)
+	c, base := sharedZK(t)
+	at := sd.BasePath(base)
 	provider, consumer := newClient(t, c), newClient(t, c)
 	both := instance("dual", 8080)
 	both.Metadata = map[string]string{sd.MetadataGRPCPort: "9090"}
-	register(t, provider, both)
-	register(t, provider, instance("dual", 8081)) // gRPC only: its Port is the gRPC one
-	_, ch := newInstancer(t, consumer, "dual", sd.PublishGRPCAddresses())
+	register(t, provider, both, at)
+	register(t, provider, instance("dual", 8081), at) // gRPC only: its Port is the gRPC one
+	_, ch := newInstancer(t, consumer, "dual", sd.PublishGRPCAddresses(), at)
 	waitSet(t, ch, "127.0.0.1:9090", "127.0.0.1:8081")
-	_, plain := newInstancer(t, consumer, "dual")
+	_, plain := newInstancer(t, consumer, "dual", at)
 	waitSet(t, plain, "127.0.0.1:8080", "127.0.0.1:8081")
 }

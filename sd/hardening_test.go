@@ -30,21 +30,22 @@ import (
 // deletion is applied at once.
 func TestUnreadableChildIsSkippedCountedOnceAndRetried(t *testing.T) {
 	t.Parallel()
-	c := zktest.New(t)
+	c, base := sharedZK(t)
+	at := sd.BasePath(base)
 	provider, consumer := newClient(t, c), newClient(t, c)
-	register(t, provider, instance("acl", 8101))
+	register(t, provider, instance("acl", 8101), at)
 
 	// A node only its owner may read, beside the readable one.
 	owner := testutil.ZKConn(t, c.Addrs())
 	if err := owner.AddAuth("digest", []byte("owner:pw")); err != nil {
 		t.Fatal(err)
 	}
-	secret := "/services/acl/hidden"
+	secret := base + "/acl/hidden"
 	if _, err := owner.Create(secret, validNode(t, "acl", "hidden", 8102), 0, zk.DigestACL(zk.PermAll, "owner", "pw")); err != nil {
 		t.Fatal(err)
 	}
 
-	in, err := sd.NewInstancerContext(ctxFor(t), consumer, "acl")
+	in, err := sd.NewInstancerContext(ctxFor(t), consumer, "acl", at)
 	if err != nil {
 		t.Fatalf("the first load failed because of one unreadable node: %v", err)
 	}
@@ -113,22 +114,23 @@ func validNode(t *testing.T, service, id string, port int) []byte {
 // first load that could not read the service.
 func TestFailedFirstLoadIsAnErrorNotAnEmptyService(t *testing.T) {
 	t.Parallel()
-	c := zktest.New(t)
+	c, base := sharedZK(t)
+	at := sd.BasePath(base)
 	owner := testutil.ZKConn(t, c.Addrs())
 	if err := owner.AddAuth("digest", []byte("owner:pw")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := owner.Create("/services", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+	if _, err := owner.Create(base, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}
 	// The service node itself cannot be listed.
-	if _, err := owner.Create("/services/locked", nil, 0, zk.DigestACL(zk.PermAll, "owner", "pw")); err != nil {
+	if _, err := owner.Create(base+"/locked", nil, 0, zk.DigestACL(zk.PermAll, "owner", "pw")); err != nil {
 		t.Fatal(err)
 	}
 	consumer := newClient(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	in, err := sd.NewInstancerContext(ctx, consumer, "locked")
+	in, err := sd.NewInstancerContext(ctx, consumer, "locked", at)
 	if err == nil {
 		in.Stop()
 		t.Fatal("NewInstancerContext succeeded on a service it cannot list")
@@ -138,7 +140,7 @@ func TestFailedFirstLoadIsAnErrorNotAnEmptyService(t *testing.T) {
 	}
 
 	// The plain constructor says it through Err.
-	in, err = sd.NewInstancer(consumer, "locked")
+	in, err = sd.NewInstancer(consumer, "locked", at)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +149,7 @@ func TestFailedFirstLoadIsAnErrorNotAnEmptyService(t *testing.T) {
 		t.Fatalf("Err() = %v after a failed first load", err)
 	}
 	// An absent service is empty and healthy.
-	in2, err := sd.NewInstancerContext(ctxFor(t), consumer, "absent")
+	in2, err := sd.NewInstancerContext(ctxFor(t), consumer, "absent", at)
 	if err != nil {
 		t.Fatalf("an absent service is an empty one: %v", err)
 	}
@@ -162,24 +164,25 @@ func TestFailedFirstLoadIsAnErrorNotAnEmptyService(t *testing.T) {
 // neither delete a live instance nor plant a fake one.
 func TestDigestAuthProtectsParentsFromStrangers(t *testing.T) {
 	t.Parallel()
-	c := zktest.New(t)
+	c, base := sharedZK(t)
+	at := sd.BasePath(base)
 	cl := newClient(t, c, sd.DigestAuth("svc", "s3cret"))
-	r := register(t, cl, instance("guarded", 8201))
-	in, ch := newInstancer(t, cl, "guarded")
+	r := register(t, cl, instance("guarded", 8201), at)
+	in, ch := newInstancer(t, cl, "guarded", at)
 	waitSet(t, ch, "127.0.0.1:8201")
 
 	stranger := testutil.ZKConn(t, c.Addrs())
 	if err := stranger.Delete(r.Path(), -1); !errors.Is(err, zk.ErrNoAuth) {
 		t.Fatalf("a stranger deleting a live instance got %v, want zk.ErrNoAuth", err)
 	}
-	if _, err := stranger.Create("/services/guarded/fake", validNode(t, "guarded", "fake", 6666), zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); !errors.Is(err, zk.ErrNoAuth) {
+	if _, err := stranger.Create(base+"/guarded/fake", validNode(t, "guarded", "fake", 6666), zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); !errors.Is(err, zk.ErrNoAuth) {
 		t.Fatalf("a stranger creating a fake instance got %v, want zk.ErrNoAuth", err)
 	}
-	if _, err := stranger.Create("/services/fakesvc", nil, 0, zk.WorldACL(zk.PermAll)); !errors.Is(err, zk.ErrNoAuth) {
+	if _, err := stranger.Create(base+"/fakesvc", nil, 0, zk.WorldACL(zk.PermAll)); !errors.Is(err, zk.ErrNoAuth) {
 		t.Fatalf("a stranger creating a service under the base path got %v, want zk.ErrNoAuth", err)
 	}
 	// Still readable by anyone, as Spring consumers need.
-	if _, _, err := stranger.Children("/services/guarded"); err != nil {
+	if _, _, err := stranger.Children(base + "/guarded"); err != nil {
 		t.Fatalf("a stranger cannot list the service: %v", err)
 	}
 	if got := in.Instances(); len(got) != 1 {
@@ -331,7 +334,7 @@ func TestNothingWritesAfterDeregisterReturns(t *testing.T) {
 // the start; "::::" is refused when the connect string is checked.
 func TestConnectStringWithAnUnresolvableHostStillConnects(t *testing.T) {
 	t.Parallel()
-	c := zktest.New(t)
+	c := zktest.Shared(t) // it writes nothing
 	connect := "no-such-host.invalid:2181," + c.ConnectString()
 	cl, err := sd.NewClient(connect, sd.SessionTimeout(2*time.Second), sd.ConnectTimeout(10*time.Second))
 	if err != nil {
@@ -367,15 +370,16 @@ func TestMalformedConnectStringsAreRefusedWhenChecked(t *testing.T) {
 // and each gets a copy of the set it may change.
 func TestASlowSubscriberHoldsUpNobodyElse(t *testing.T) {
 	t.Parallel()
-	c := zktest.New(t)
+	c, base := sharedZK(t)
+	at := sd.BasePath(base)
 	provider, consumer := newClient(t, c), newClient(t, c)
-	in, fast := newInstancer(t, consumer, "fan")
+	in, fast := newInstancer(t, consumer, "fan", at)
 	waitSet(t, fast)
 	stuck := make(chan kitsd.Event, 1) // takes the current set, then is never read
 	in.Register(stuck)
 	t.Cleanup(func() { in.Deregister(stuck) })
 	for port := 8701; port < 8706; port++ {
-		register(t, provider, instance("fan", port))
+		register(t, provider, instance("fan", port), at)
 	}
 	ev := waitSet(t, fast, "127.0.0.1:8701", "127.0.0.1:8702", "127.0.0.1:8703", "127.0.0.1:8704", "127.0.0.1:8705")
 	ev.Instances[0] = "scribbled"
@@ -467,7 +471,8 @@ func (d *cutAtRequest) write(conn net.Conn, n int, b []byte) (int, error) {
 // until the session ends.
 func TestDeregisterWaitsOutAConnectionLostUnderItsDelete(t *testing.T) {
 	t.Parallel()
-	c := zktest.New(t)
+	c, base := sharedZK(t)
+	at := sd.BasePath(base)
 	look := testutil.ZKConn(t, c.Addrs())
 	i := 0
 	for _, op := range []int32{3, 2} { // exists, delete
@@ -476,7 +481,7 @@ func TestDeregisterWaitsOutAConnectionLostUnderItsDelete(t *testing.T) {
 			dial := &cutAtRequest{afterSend: afterSend, ops: []int32{op}}
 			cl := newClient(t, c, sd.Dialer(dial.Dial), sd.SessionTimeout(4*time.Second))
 			var deregistered atomic.Int32
-			r, err := sd.NewRegistrar(cl, instance(fmt.Sprintf("cutdelete%d", i), 8620+i),
+			r, err := sd.NewRegistrar(cl, instance(fmt.Sprintf("cutdelete%d", i), 8620+i), at,
 				sd.OnRegistrarEvent(func(ev sd.RegistrarEvent) {
 					if ev.Kind == sd.EventDeregistered {
 						deregistered.Add(1)
@@ -518,12 +523,13 @@ func TestDeregisterWaitsOutAConnectionLostUnderItsDelete(t *testing.T) {
 // write error).
 func TestRegisterWaitsOutAConnectionLostUnderItsParentsCreate(t *testing.T) {
 	t.Parallel()
-	c := zktest.New(t)
+	c, base := sharedZK(t)
+	at := sd.BasePath(base)
 	look := testutil.ZKConn(t, c.Addrs())
 	for i, afterSend := range []bool{false, true} {
 		dial := &cutAtRequest{afterSend: afterSend}
 		cl := newClient(t, c, sd.Dialer(dial.Dial), sd.SessionTimeout(4*time.Second))
-		r, err := sd.NewRegistrar(cl, instance(fmt.Sprintf("cutparents%d", i), 8611))
+		r, err := sd.NewRegistrar(cl, instance(fmt.Sprintf("cutparents%d", i), 8611), at)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -549,9 +555,8 @@ func TestRegisterWaitsOutAConnectionLostUnderItsParentsCreate(t *testing.T) {
 // its base path between its two registrations.
 func TestRegisterWalksAgainWhenAContainerParentIsReapedUnderIt(t *testing.T) {
 	t.Parallel()
-	c := zktest.New(t)
+	c, base := sharedZK(t)
 	look := testutil.ZKConn(t, c.Addrs())
-	base := zktest.UniquePath(t)
 	inst := instance("reaped", 8631)
 	dial := &reapBeforeCreate{look: look, parent: base, child: base + "/" + inst.Name}
 	cl := newClient(t, c, sd.Dialer(dial.Dial))
@@ -679,12 +684,13 @@ func (c *frameReader) Read(p []byte) (int, error) {
 // the deregistration.
 func TestARegistrarCallWhoseReplyNeverComesIsTriedAgain(t *testing.T) {
 	t.Parallel()
-	c := zktest.New(t)
+	c, base := sharedZK(t)
+	at := sd.BasePath(base)
 	look := testutil.ZKConn(t, c.Addrs())
 	for _, op := range []int32{4, 5} { // getData (the registration's first read), setData (a status change)
 		dial := &dropReply{op: op}
 		cl := newClient(t, c, sd.Dialer(dial.Dial), sd.SessionTimeout(2*time.Second))
-		r, err := sd.NewRegistrar(cl, instance("noreply", 8620+int(op)))
+		r, err := sd.NewRegistrar(cl, instance("noreply", 8620+int(op)), at)
 		if err != nil {
 			t.Fatal(err)
 		}

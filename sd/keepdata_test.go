@@ -8,7 +8,6 @@ import (
 
 	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/sd"
-	"github.com/gracekit/gracekit/zktest"
 )
 
 // An Instancer keeps what it publishes, not each node's bytes: fields this
@@ -16,15 +15,15 @@ import (
 // KeepNodeData.
 func TestInstancerKeepsNodeBytesOnlyWhenAsked(t *testing.T) {
 	t.Parallel()
-	c := zktest.New(t)
+	c, base := sharedZK(t)
 	conn := testutil.ZKConn(t, c.Addrs())
 	node := `{"name":"kept","id":"a","address":"10.0.0.1","port":80,"x-team":"payments"}`
-	for _, p := range []string{"/services", "/services/kept"} {
+	for _, p := range []string{base, base + "/kept"} {
 		if _, err := conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := conn.Create("/services/kept/a", []byte(node), 0, zk.WorldACL(zk.PermAll)); err != nil {
+	if _, err := conn.Create(base+"/kept/a", []byte(node), 0, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}
 	cl := newClient(t, c)
@@ -32,7 +31,7 @@ func TestInstancerKeepsNodeBytesOnlyWhenAsked(t *testing.T) {
 		opts []sd.InstancerOption
 		want bool
 	}{{nil, false}, {[]sd.InstancerOption{sd.KeepNodeData()}, true}} {
-		in, ch := newInstancer(t, cl, "kept", tt.opts...)
+		in, ch := newInstancer(t, cl, "kept", append(tt.opts, sd.BasePath(base))...)
 		waitSet(t, ch, "10.0.0.1:80")
 		insts := in.Instances()
 		if len(insts) != 1 {

@@ -18,7 +18,8 @@ import (
 
 // TestMain runs the suite with the default watch mode (recursive), or with
 // GRACEKIT_SD_WATCH_MODE=per-node the per-node one; TestKeyInvariantsInBothWatchModes
-// runs the key cases in both either way.
+// runs the key cases in both either way. Tests that leave the server alone
+// share one (sharedZK); goleak checks after it stopped.
 func TestMain(m *testing.M) {
 	switch mode := os.Getenv("GRACEKIT_SD_WATCH_MODE"); mode {
 	case "", sd.WatchRecursive.String():
@@ -28,7 +29,18 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "GRACEKIT_SD_WATCH_MODE=%q: want %q or %q\n", mode, sd.WatchRecursive, sd.WatchPerNode)
 		os.Exit(2)
 	}
-	goleak.VerifyTestMain(m)
+	// The shared server reaps empty containers as often as New's do: the
+	// container tests on it wait for the reaper.
+	goleak.VerifyTestMain(zktest.SharedMain(m, zktest.ContainerCheck(zktest.DefaultContainerCheck)))
+}
+
+// sharedZK is the test binary's shared ZooKeeper server and a base path no
+// other test uses (pass sd.BasePath(base) to every Registrar, Instancer and
+// Catalog, and write raw nodes under base): the test must leave the server
+// alone and count nothing server-wide (see zktest's package doc).
+func sharedZK(t testing.TB) (*zktest.Cluster, string) {
+	t.Helper()
+	return zktest.Shared(t), zktest.UniquePath(t)
 }
 
 const waitLimit = testutil.WaitLimit

@@ -52,28 +52,28 @@ func TestBulkSessionCloseInterruptsAHandshake(t *testing.T) {
 
 func TestBulkSessionReadsBatchesInOrder(t *testing.T) {
 	t.Parallel()
-	c := zktest.New(t)
+	c, dir := zktest.Shared(t), zktest.UniquePath(t)
 	conn := testutil.ZKConn(t, c.Addrs())
 	const n = 517
 	var names, paths []string
-	if _, err := conn.Create("/bulk", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+	if _, err := conn.Create(dir, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}
 	for i := range n {
-		p := fmt.Sprintf("/bulk/n%04d", i)
-		names, paths = append(names, p[len("/bulk/"):]), append(paths, p)
+		p := fmt.Sprintf("%s/n%04d", dir, i)
+		names, paths = append(names, p[len(dir)+1:]), append(paths, p)
 		if _, err := conn.Create(p, []byte(p), 0, zk.WorldACL(zk.PermAll)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	names, paths = append(names, "gone"), append(paths, "/bulk/gone")
+	names, paths = append(names, "gone"), append(paths, dir+"/gone")
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitLimit)
 	defer cancel()
 	s := openBulk(ctx, testutil.WaitLimit, dialBulk(c.Addrs()[0], testutil.WaitLimit))
 	defer s.close()
 	var firsts []int
 	next := 0
-	err := s.read("/bulk", names, func(first int, res []zkwire.Read) {
+	err := s.read(dir, names, func(first int, res []zkwire.Read) {
 		firsts = append(firsts, first)
 		if first != next {
 			t.Errorf("batch at %d, want %d", first, next)
@@ -81,9 +81,9 @@ func TestBulkSessionReadsBatchesInOrder(t *testing.T) {
 		for i, r := range res {
 			p := paths[first+i]
 			switch {
-			case p == "/bulk/gone" && r.Err != zkwire.CodeNoNode:
+			case p == dir+"/gone" && r.Err != zkwire.CodeNoNode:
 				t.Errorf("%s read: %+v", p, r)
-			case p != "/bulk/gone" && (r.Err != 0 || string(r.Data) != p):
+			case p != dir+"/gone" && (r.Err != 0 || string(r.Data) != p):
 				t.Errorf("%s: %q err=%d", p, r.Data, r.Err)
 			}
 		}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/sd"
-	"github.com/gracekit/gracekit/zktest"
 )
 
 // Issue 22: SetStatusBy writes its mark with the status, in one setData;
@@ -14,10 +13,10 @@ import (
 // record, never a hold: UP is written at once, unlike under a drain.
 func TestSetStatusByMarksTheNodeAndNeverHoldsIt(t *testing.T) {
 	t.Parallel()
-	c := zktest.New(t)
+	c, base := sharedZK(t)
 	cl := newClient(t, c)
 	conn := testutil.ZKConn(t, c.Addrs())
-	r := register(t, cl, sd.Instance{Name: "quote", ID: "q1", Address: "127.0.0.1", Port: 8081})
+	r := register(t, cl, sd.Instance{Name: "quote", ID: "q1", Address: "127.0.0.1", Port: 8081}, sd.BasePath(base))
 	node := func() (sd.Instance, int32) {
 		t.Helper()
 		data, st, err := conn.Get(r.Path())

@@ -12,7 +12,6 @@ import (
 	"github.com/gracekit/gracekit/endpoint"
 	"github.com/gracekit/gracekit/internal/proptrace"
 	"github.com/gracekit/gracekit/sd"
-	"github.com/gracekit/gracekit/zktest"
 )
 
 // A deregistration seen by a recursive watch goes through every stage the
@@ -21,11 +20,12 @@ import (
 // Endpointer. Not parallel: the hook is global, and other tests' marks
 // could only add to what this one must find.
 func TestADeletionIsMarkedAtEveryPropagationStage(t *testing.T) {
-	c := zktest.New(t)
+	c, base := sharedZK(t)
+	at := sd.BasePath(base)
 	provider, consumer := newClient(t, c), newClient(t, c)
-	r := register(t, provider, instance("pay", 9001))
-	register(t, provider, instance("pay", 9002))
-	in, err := sd.NewInstancer(consumer, "pay", sd.WithWatchMode(sd.WatchRecursive))
+	r := register(t, provider, instance("pay", 9001), at)
+	register(t, provider, instance("pay", 9002), at)
+	in, err := sd.NewInstancer(consumer, "pay", sd.WithWatchMode(sd.WatchRecursive), at)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,8 +24,9 @@ import (
 var watchModes = []sd.WatchMode{sd.WatchRecursive, sd.WatchPerNode}
 
 // The invariants of the Instancer, run in both watch modes in one `go test`
-// (issue 15): only what feeds the set differs. Each case has a server of
-// its own, so they run in parallel.
+// (issue 15): only what feeds the set differs. Each case keeps to a base
+// path of its own on the shared server, or has a server of its own when it
+// stops it, so they run in parallel.
 func TestKeyInvariantsInBothWatchModes(t *testing.T) {
 	t.Parallel()
 	for _, mode := range watchModes {
@@ -71,11 +72,12 @@ func TestGoroutinesStayFlatInBothWatchModes(t *testing.T) {
 }
 
 func statusFlip(t *testing.T, mode sd.WatchMode) {
-	c := zktest.New(t)
+	c, base := sharedZK(t)
+	at := sd.BasePath(base)
 	provider, consumer := newClient(t, c), newClient(t, c)
-	r := register(t, provider, instance("pay", 9001))
-	register(t, provider, instance("pay", 9002))
-	in, ch := newInstancer(t, consumer, "pay", sd.WithWatchMode(mode))
+	r := register(t, provider, instance("pay", 9001), at)
+	register(t, provider, instance("pay", 9002), at)
+	in, ch := newInstancer(t, consumer, "pay", sd.WithWatchMode(mode), at)
 	waitSet(t, ch, "127.0.0.1:9001", "127.0.0.1:9002")
 	if got := in.Stats().WatchMode; got != mode {
 		t.Fatalf("Stats().WatchMode = %v, want %v", got, mode)
@@ -93,18 +95,19 @@ func statusFlip(t *testing.T, mode sd.WatchMode) {
 }
 
 func unreadableChild(t *testing.T, mode sd.WatchMode) {
-	c := zktest.New(t)
+	c, base := sharedZK(t)
+	at := sd.BasePath(base)
 	provider, consumer := newClient(t, c), newClient(t, c)
-	register(t, provider, instance("acl", 8101))
+	register(t, provider, instance("acl", 8101), at)
 	owner := testutil.ZKConn(t, c.Addrs())
 	if err := owner.AddAuth("digest", []byte("owner:pw")); err != nil {
 		t.Fatal(err)
 	}
-	secret := "/services/acl/hidden"
+	secret := base + "/acl/hidden"
 	if _, err := owner.Create(secret, validNode(t, "acl", "hidden", 8102), 0, zk.DigestACL(zk.PermAll, "owner", "pw")); err != nil {
 		t.Fatal(err)
 	}
-	in, err := sd.NewInstancerContext(ctxFor(t), consumer, "acl", sd.WithWatchMode(mode))
+	in, err := sd.NewInstancerContext(ctxFor(t), consumer, "acl", sd.WithWatchMode(mode), at)
 	if err != nil {
 		t.Fatalf("the first load failed because of one unreadable node: %v", err)
 	}
@@ -113,7 +116,7 @@ func unreadableChild(t *testing.T, mode sd.WatchMode) {
 		t.Fatalf("instances %v, stats %+v", got, in.Stats())
 	}
 	// A change of the readable one is still seen.
-	register(t, provider, instance("acl", 8103))
+	register(t, provider, instance("acl", 8103), at)
 	testutil.WaitFor(t, "the new instance", func() bool { return len(in.Instances()) == 2 })
 	// Readable again: the retry finds it (an ACL change notifies nobody).
 	if _, err := owner.SetACL(secret, zk.WorldACL(zk.PermAll), -1); err != nil {
@@ -123,7 +126,7 @@ func unreadableChild(t *testing.T, mode sd.WatchMode) {
 }
 
 func disconnectSticks(t *testing.T, mode sd.WatchMode) {
-	c := zktest.New(t)
+	c := zktest.New(t) // stops the server
 	provider, consumer := newClient(t, c), newClient(t, c)
 	register(t, provider, instance("dc", 8301))
 	register(t, provider, instance("dc", 8302))
@@ -183,15 +186,16 @@ func flatAcrossReconnects(t *testing.T, mode sd.WatchMode, goroutines testutil.G
 }
 
 func flatInN(t *testing.T, mode sd.WatchMode, goroutines testutil.Goroutines) {
-	c := zktest.New(t)
+	c, base := sharedZK(t)
+	at := sd.BasePath(base)
 	provider, consumer := newClient(t, c), newClient(t, c)
 	const n = 100
 	regs := make([]*sd.Registrar, n)
 	for i := range n {
-		regs[i] = register(t, provider, instance("many", 20000+i))
+		regs[i] = register(t, provider, instance("many", 20000+i), at)
 	}
 	before := goroutines.Count()
-	in, err := sd.NewInstancerContext(ctxFor(t), consumer, "many", sd.WithWatchMode(mode))
+	in, err := sd.NewInstancerContext(ctxFor(t), consumer, "many", sd.WithWatchMode(mode), at)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,21 +215,22 @@ func flatInN(t *testing.T, mode sd.WatchMode, goroutines testutil.Goroutines) {
 }
 
 func reapedService(t *testing.T, mode sd.WatchMode) {
-	c := zktest.New(t)
+	c, base := sharedZK(t)
+	at := sd.BasePath(base)
 	provider, consumer := newClient(t, c), newClient(t, c)
-	_, ch := newInstancer(t, consumer, "later", sd.WithWatchMode(mode))
+	_, ch := newInstancer(t, consumer, "later", sd.WithWatchMode(mode), at)
 	waitSet(t, ch)
-	r := register(t, provider, instance("later", 3001))
+	r := register(t, provider, instance("later", 3001), at)
 	waitSet(t, ch, "127.0.0.1:3001")
 	if err := r.DeregisterContext(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	waitSet(t, ch)
 	testutil.WaitFor(t, "the empty service node reaped", func() bool {
-		ok, _, err := testutil.ZKConn(t, c.Addrs()).Exists("/services/later")
+		ok, _, err := testutil.ZKConn(t, c.Addrs()).Exists(base + "/later")
 		return err == nil && !ok
 	})
-	register(t, provider, instance("later", 3002))
+	register(t, provider, instance("later", 3002), at)
 	waitSet(t, ch, "127.0.0.1:3002")
 }
 
@@ -388,8 +393,9 @@ func (c opsConn) Write(p []byte) (int, error) {
 func TestTheFirstListingGoesOutWithAddWatch(t *testing.T) {
 	t.Parallel()
 	// A consumer alone never opens the client's own session: only the watch session writes.
-	c := zktest.New(t)
-	register(t, newClient(t, c), instance("piped", 7201))
+	c, base := sharedZK(t)
+	at := sd.BasePath(base)
+	register(t, newClient(t, c), instance("piped", 7201), at)
 	for range 20 {
 		var mu sync.Mutex
 		var writes [][]uint32
@@ -404,7 +410,7 @@ func TestTheFirstListingGoesOutWithAddWatch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		in, err := sd.NewInstancerContext(ctxFor(t), cl, "piped", sd.WithWatchMode(sd.WatchRecursive))
+		in, err := sd.NewInstancerContext(ctxFor(t), cl, "piped", sd.WithWatchMode(sd.WatchRecursive), at)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -427,18 +433,19 @@ func TestTheFirstListingGoesOutWithAddWatch(t *testing.T) {
 
 func TestRefusedAddWatchFallsBackToPerNode(t *testing.T) {
 	t.Parallel()
-	c := zktest.New(t)
+	c, base := sharedZK(t)
+	at := sd.BasePath(base)
 	provider := newClient(t, c)
 	consumer := newClient(t, c, sd.Dialer(refusingDial))
-	r := register(t, provider, instance("old", 7101))
-	in, ch := newInstancer(t, consumer, "old", sd.WithWatchMode(sd.WatchRecursive))
+	r := register(t, provider, instance("old", 7101), at)
+	in, ch := newInstancer(t, consumer, "old", sd.WithWatchMode(sd.WatchRecursive), at)
 	waitSet(t, ch, "127.0.0.1:7101")
 	testutil.WaitFor(t, "the per-node mode", func() bool { return in.Stats().WatchMode == sd.WatchPerNode })
 	if err := r.SetStatus(context.Background(), sd.StatusOutOfService); err != nil {
 		t.Fatal(err)
 	}
 	waitSet(t, ch)
-	register(t, provider, instance("old", 7102))
+	register(t, provider, instance("old", 7102), at)
 	waitSet(t, ch, "127.0.0.1:7102")
 }
 
@@ -447,14 +454,15 @@ func TestRefusedAddWatchFallsBackToPerNode(t *testing.T) {
 // ZooKeeper does.
 func TestRecursiveModeConvergesUnderChurn(t *testing.T) {
 	t.Parallel()
-	c := zktest.New(t)
+	c, base := sharedZK(t)
+	at := sd.BasePath(base)
 	provider, consumer := newClient(t, c), newClient(t, c)
-	_, ch := newInstancer(t, consumer, "churn", sd.WithWatchMode(sd.WatchRecursive))
+	_, ch := newInstancer(t, consumer, "churn", sd.WithWatchMode(sd.WatchRecursive), at)
 	waitSet(t, ch)
 	regs := make([]*sd.Registrar, 5)
 	out := make([]bool, len(regs))
 	for i := range regs {
-		regs[i] = register(t, provider, instance("churn", 23000+i))
+		regs[i] = register(t, provider, instance("churn", 23000+i), at)
 	}
 	for round := range 20 {
 		r := regs[round%len(regs)]
@@ -533,9 +541,9 @@ func (c *twiceConn) double(frame []byte) []byte {
 // when every child it stored was a different one.
 func TestAChildListedTwiceIsPublishedOnce(t *testing.T) {
 	t.Parallel()
-	c := zktest.New(t)
+	c, base := sharedZK(t)
 	conn := testutil.ZKConn(t, c.Addrs())
-	for _, p := range []string{"/services", "/services/twice"} {
+	for _, p := range []string{base, base + "/twice"} {
 		if _, err := conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
 			t.Fatal(err)
 		}
@@ -543,7 +551,7 @@ func TestAChildListedTwiceIsPublishedOnce(t *testing.T) {
 	const n = 5
 	for i := range n {
 		id := fmt.Sprintf("inst-%d", i)
-		if _, err := conn.Create("/services/twice/"+id, validNode(t, "twice", id, 9100+i), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		if _, err := conn.Create(base+"/twice/"+id, validNode(t, "twice", id, 9100+i), 0, zk.WorldACL(zk.PermAll)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -556,7 +564,7 @@ func TestAChildListedTwiceIsPublishedOnce(t *testing.T) {
 		return newTwiceConn(nc, &doubled), nil
 	}
 	cl := newClient(t, c, sd.Dialer(dial))
-	_, ch := newInstancer(t, cl, "twice", sd.WithWatchMode(sd.WatchRecursive))
+	_, ch := newInstancer(t, cl, "twice", sd.WithWatchMode(sd.WatchRecursive), sd.BasePath(base))
 	var ev kitsd.Event
 	testutil.WaitFor(t, "a complete first set", func() bool {
 		select {

@@ -25,13 +25,14 @@ import (
 
 func TestRegisterDiscoverDeregister(t *testing.T) {
 	t.Parallel()
-	c := zktest.New(t)
+	c, base := sharedZK(t)
+	at := sd.BasePath(base)
 	provider, consumer := newClient(t, c), newClient(t, c)
-	in, ch := newInstancer(t, consumer, "orders")
+	in, ch := newInstancer(t, consumer, "orders", at)
 	waitSet(t, ch) // an empty set: the service does not exist yet
 
-	r1 := register(t, provider, instance("orders", 8001))
-	r2 := register(t, provider, instance("orders", 8002))
+	r1 := register(t, provider, instance("orders", 8001), at)
+	r2 := register(t, provider, instance("orders", 8002), at)
 	waitSet(t, ch, "127.0.0.1:8001", "127.0.0.1:8002")
 	if got := in.Instances(); len(got) != 2 || got[0].ID != "orders-8001" || got[0].Czxid == 0 {
 		t.Fatalf("Instances() = %+v", got)
@@ -50,9 +51,10 @@ func TestRegisterDiscoverDeregister(t *testing.T) {
 
 func TestRegisteredBytesHaveTheFixtureShape(t *testing.T) {
 	t.Parallel()
-	c := zktest.New(t)
+	c, base := sharedZK(t)
+	at := sd.BasePath(base)
 	cl := newClient(t, c)
-	r := register(t, cl, sd.Instance{Name: "quote-service", Address: "10.0.0.12", Port: 8081})
+	r := register(t, cl, sd.Instance{Name: "quote-service", Address: "10.0.0.12", Port: 8081}, at)
 	data, stat, err := testutil.ZKConn(t, c.Addrs()).Get(r.Path())
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +76,7 @@ func TestRegisteredBytesHaveTheFixtureShape(t *testing.T) {
 		t.Fatalf("read back %+v, %v", inst, err)
 	}
 	// Parents are containers, as Curator makes them.
-	_, pstat, err := testutil.ZKConn(t, c.Addrs()).Get("/services/quote-service")
+	_, pstat, err := testutil.ZKConn(t, c.Addrs()).Get(base + "/quote-service")
 	if err != nil || pstat.EphemeralOwner != 0 {
 		t.Fatalf("parent: %+v %v", pstat, err)
 	}
@@ -104,7 +106,8 @@ func sameShape(a, b any) bool {
 
 func TestThousandInstances(t *testing.T) {
 	t.Parallel()
-	c := zktest.New(t)
+	c, base := sharedZK(t)
+	at := sd.BasePath(base)
 	// A session timeout long enough for a loaded 2-core machine under -race.
 	provider := newClient(t, c, sd.SessionTimeout(20*time.Second))
 	consumer := newClient(t, c, sd.SessionTimeout(20*time.Second))
@@ -117,7 +120,7 @@ func TestThousandInstances(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, err := sd.NewRegistrar(provider, instance("big", 10000+i))
+			r, err := sd.NewRegistrar(provider, instance("big", 10000+i), at)
 			if err == nil {
 				err = r.RegisterContext(context.Background())
 			}
@@ -131,7 +134,7 @@ func TestThousandInstances(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	in, ch := newInstancer(t, consumer, "big")
+	in, ch := newInstancer(t, consumer, "big", at)
 	waitSet(t, ch, want...)
 	// The set came from one bulk read; a watch per node is armed after it.
 	if s := in.Stats(); s.BulkReads != n {
@@ -139,7 +142,7 @@ func TestThousandInstances(t *testing.T) {
 	}
 	testutil.WaitFor(t, "a watch on every node", func() bool { return in.Stats().Fetches == n })
 	// One more: only the new node is read.
-	register(t, provider, instance("big", 20000))
+	register(t, provider, instance("big", 20000), at)
 	waitSet(t, ch, append(want, "127.0.0.1:20000")...)
 	if s := in.Stats(); s.Fetches != n+1 || s.BulkReads != n {
 		t.Fatalf("after one create %d reads and %d bulk reads in all, want %d and %d", s.Fetches, s.BulkReads, n+1, n)
@@ -148,11 +151,12 @@ func TestThousandInstances(t *testing.T) {
 
 func TestStatusFlipHidesWithoutDeleting(t *testing.T) {
 	t.Parallel()
-	c := zktest.New(t)
+	c, base := sharedZK(t)
+	at := sd.BasePath(base)
 	provider, consumer := newClient(t, c), newClient(t, c)
-	r := register(t, provider, instance("pay", 9001))
-	register(t, provider, instance("pay", 9002))
-	_, ch := newInstancer(t, consumer, "pay")
+	r := register(t, provider, instance("pay", 9001), at)
+	register(t, provider, instance("pay", 9002), at)
+	_, ch := newInstancer(t, consumer, "pay", at)
 	waitSet(t, ch, "127.0.0.1:9001", "127.0.0.1:9002")
 
 	if err := r.SetStatus(context.Background(), sd.StatusOutOfService); err != nil {
@@ -364,11 +368,12 @@ func wholeEnsembleDown(t *testing.T, expire bool) {
 
 func TestServicePathThatComesAndGoes(t *testing.T) {
 	t.Parallel()
-	c := zktest.New(t)
+	c, base := sharedZK(t)
+	at := sd.BasePath(base)
 	provider, consumer := newClient(t, c), newClient(t, c)
-	_, ch := newInstancer(t, consumer, "later")
+	_, ch := newInstancer(t, consumer, "later", at)
 	waitSet(t, ch)
-	r := register(t, provider, instance("later", 3001))
+	r := register(t, provider, instance("later", 3001), at)
 	waitSet(t, ch, "127.0.0.1:3001")
 	if err := r.DeregisterContext(context.Background()); err != nil {
 		t.Fatal(err)
@@ -376,19 +381,20 @@ func TestServicePathThatComesAndGoes(t *testing.T) {
 	waitSet(t, ch)
 	// The container node is reaped by the server once empty...
 	testutil.WaitFor(t, "the empty service node reaped", func() bool {
-		ok, _, err := testutil.ZKConn(t, c.Addrs()).Exists("/services/later")
+		ok, _, err := testutil.ZKConn(t, c.Addrs()).Exists(base + "/later")
 		return err == nil && !ok
 	})
 	// ...and the instancer still sees the service come back.
-	register(t, provider, instance("later", 3002))
+	register(t, provider, instance("later", 3002), at)
 	waitSet(t, ch, "127.0.0.1:3002")
 }
 
 func TestMalformedNodesAreSkippedAndCounted(t *testing.T) {
 	t.Parallel()
-	c := zktest.New(t)
+	c, base := sharedZK(t)
+	at := sd.BasePath(base)
 	provider, consumer := newClient(t, c), newClient(t, c)
-	register(t, provider, instance("mixed", 2001))
+	register(t, provider, instance("mixed", 2001), at)
 	conn := testutil.ZKConn(t, c.Addrs())
 	acl := zk.WorldACL(zk.PermAll)
 	for name, data := range map[string]string{
@@ -396,17 +402,17 @@ func TestMalformedNodesAreSkippedAndCounted(t *testing.T) {
 		"wrong":  `{"name":"mixed","id":"other","address":"h","port":1}`,
 		"noaddr": `{"name":"mixed","id":"noaddr","port":1}`,
 	} {
-		if _, err := conn.Create("/services/mixed/"+name, []byte(data), zk.FlagEphemeral, acl); err != nil {
+		if _, err := conn.Create(base+"/mixed/"+name, []byte(data), zk.FlagEphemeral, acl); err != nil {
 			t.Fatal(err)
 		}
 	}
-	in, ch := newInstancer(t, consumer, "mixed")
+	in, ch := newInstancer(t, consumer, "mixed", at)
 	waitSet(t, ch, "127.0.0.1:2001")
 	if got := in.Stats().Malformed; got != 3 {
 		t.Fatalf("Malformed = %d, want 3", got)
 	}
 	// Fixing a node brings it in.
-	if _, err := conn.Set("/services/mixed/noaddr", []byte(`{"name":"mixed","id":"noaddr","address":"127.0.0.1","port":2002}`), -1); err != nil {
+	if _, err := conn.Set(base+"/mixed/noaddr", []byte(`{"name":"mixed","id":"noaddr","address":"127.0.0.1","port":2002}`), -1); err != nil {
 		t.Fatal(err)
 	}
 	waitSet(t, ch, "127.0.0.1:2001", "127.0.0.1:2002")
@@ -414,11 +420,12 @@ func TestMalformedNodesAreSkippedAndCounted(t *testing.T) {
 
 func TestEvictRacingALateWatchEvent(t *testing.T) {
 	t.Parallel()
-	c := zktest.New(t)
+	c, base := sharedZK(t)
+	at := sd.BasePath(base)
 	provider, consumer := newClient(t, c), newClient(t, c)
-	r := register(t, provider, instance("ev", 1001))
-	register(t, provider, instance("ev", 1002))
-	in, ch := newInstancer(t, consumer, "ev")
+	r := register(t, provider, instance("ev", 1001), at)
+	register(t, provider, instance("ev", 1002), at)
+	in, ch := newInstancer(t, consumer, "ev", at)
 	waitSet(t, ch, "127.0.0.1:1001", "127.0.0.1:1002")
 
 	evicted, ok := in.Evict("ev-1001")
@@ -464,10 +471,11 @@ func TestEvictThenRegistrationInTheSameSessionGap(t *testing.T) {
 	t.Parallel()
 	// The provider restarts with the same id faster than the gateway sees
 	// the deletion: the newer creation zxid lifts the tombstone.
-	c := zktest.New(t)
+	c, base := sharedZK(t)
+	at := sd.BasePath(base)
 	provider, consumer := newClient(t, c), newClient(t, c)
-	r := register(t, provider, instance("gap", 1101))
-	in, ch := newInstancer(t, consumer, "gap")
+	r := register(t, provider, instance("gap", 1101), at)
+	in, ch := newInstancer(t, consumer, "gap", at)
 	waitSet(t, ch, "127.0.0.1:1101")
 	in.Evict("gap-1101")
 	waitSet(t, ch)
@@ -491,21 +499,32 @@ func names(insts []sd.Instance) []string {
 
 func TestIDHeldByAnotherSessionIsRefused(t *testing.T) {
 	t.Parallel()
-	c := zktest.New(t)
+	c, base := sharedZK(t)
+	at := sd.BasePath(base)
 	a, b := newClient(t, c), newClient(t, c)
-	register(t, a, instance("dup", 9901))
+	register(t, a, instance("dup", 9901), at)
 	// b's own session opens with its first call: not within the short
 	// ctx below, which is for the conflict.
-	register(t, b, instance("warm", 9902))
-	r, err := sd.NewRegistrar(b, instance("dup", 9901))
+	register(t, b, instance("warm", 9902), at)
+	r, err := sd.NewRegistrar(b, instance("dup", 9901), at)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	defer cancel()
-	err = r.RegisterContext(ctx)
+	// RegisterContext waits for the node to go until its ctx ends and
+	// names the conflict only if it read the node before: on a server
+	// busy with other tests' writes that first read can take longer than
+	// a short ctx, which is then tried again, longer.
 	var conflict *sd.ConflictError
-	if !errors.As(err, &conflict) || conflict.Owner != a.SessionID() {
+	for d := 500 * time.Millisecond; ; d *= 2 {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		err = r.RegisterContext(ctx)
+		cancel()
+		if errors.As(err, &conflict) || !errors.Is(err, context.DeadlineExceeded) || d >= waitLimit {
+			break
+		}
+		t.Logf("no conflict seen within %v: %v", d, err)
+	}
+	if conflict == nil || conflict.Owner != a.SessionID() {
 		t.Fatalf("err = %v; want a *ConflictError naming session 0x%x", err, a.SessionID())
 	}
 	// Deregister from the wrong session deletes nothing.
@@ -519,8 +538,8 @@ func TestIDHeldByAnotherSessionIsRefused(t *testing.T) {
 
 func TestChrootAndDigestAuth(t *testing.T) {
 	t.Parallel()
-	c := zktest.New(t)
-	cl, err := sd.NewClient(c.ConnectString()+"/tenant/a", sd.DigestAuth("svc", "s3cret"))
+	c, base := sharedZK(t) // the chroot
+	cl, err := sd.NewClient(c.ConnectString()+base, sd.DigestAuth("svc", "s3cret"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -534,7 +553,7 @@ func TestChrootAndDigestAuth(t *testing.T) {
 	}
 	defer r.Deregister()
 	other := testutil.ZKConn(t, c.Addrs())
-	full := "/tenant/a" + r.Path()
+	full := base + r.Path()
 	if _, _, err := other.Get(full); err != nil {
 		t.Fatalf("a stranger cannot read the node: %v", err)
 	}
@@ -553,10 +572,11 @@ func TestChrootAndDigestAuth(t *testing.T) {
 // send may follow, however busy the Instancer is publishing.
 func TestDeregisterThenCloseIsSafeWhilePublishing(t *testing.T) {
 	t.Parallel()
-	c := zktest.New(t)
+	c, base := sharedZK(t)
+	at := sd.BasePath(base)
 	provider, consumer := newClient(t, c), newClient(t, c)
-	r := register(t, provider, instance("churn", 1201))
-	in, _ := newInstancer(t, consumer, "churn")
+	r := register(t, provider, instance("churn", 1201), at)
+	in, _ := newInstancer(t, consumer, "churn", at)
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -642,20 +662,21 @@ func TestProviderReregistersAfterItsSessionExpiredInAnOutage(t *testing.T) {
 
 func TestNamesThatWouldClimbThePathAreRefused(t *testing.T) {
 	t.Parallel()
-	c := zktest.New(t)
+	c, base := sharedZK(t)
+	at := sd.BasePath(base)
 	cl := newClient(t, c)
 	for _, name := range []string{"", ".", "..", "a/b"} {
 		var ce *sd.ConfigError
-		if _, err := sd.NewInstancer(cl, name); !errors.As(err, &ce) {
+		if _, err := sd.NewInstancer(cl, name, at); !errors.As(err, &ce) {
 			t.Errorf("NewInstancer(%q) = %v, want a *ConfigError", name, err)
 		}
-		if _, err := sd.NewRegistrar(cl, sd.Instance{Name: name, Address: "h", Port: 1}); !errors.As(err, &ce) {
+		if _, err := sd.NewRegistrar(cl, sd.Instance{Name: name, Address: "h", Port: 1}, at); !errors.As(err, &ce) {
 			t.Errorf("NewRegistrar(name %q) = %v, want a *ConfigError", name, err)
 		}
 		if name == "" {
 			continue // an empty id gets a UUID
 		}
-		if _, err := sd.NewRegistrar(cl, sd.Instance{Name: "svc", ID: name, Address: "h", Port: 1}); !errors.As(err, &ce) {
+		if _, err := sd.NewRegistrar(cl, sd.Instance{Name: "svc", ID: name, Address: "h", Port: 1}, at); !errors.As(err, &ce) {
 			t.Errorf("NewRegistrar(id %q) = %v, want a *ConfigError", name, err)
 		}
 	}
@@ -663,14 +684,15 @@ func TestNamesThatWouldClimbThePathAreRefused(t *testing.T) {
 
 func TestWithoutBulkLoadReadsNodeByNode(t *testing.T) {
 	t.Parallel()
-	c := zktest.New(t)
+	c, base := sharedZK(t)
+	at := sd.BasePath(base)
 	provider, consumer := newClient(t, c), newClient(t, c)
 	var want []string
 	for i := range 40 {
-		register(t, provider, instance("small", 30000+i))
+		register(t, provider, instance("small", 30000+i), at)
 		want = append(want, fmt.Sprintf("127.0.0.1:%d", 30000+i))
 	}
-	in, ch := newInstancer(t, consumer, "small", sd.WithoutBulkLoad())
+	in, ch := newInstancer(t, consumer, "small", sd.WithoutBulkLoad(), at)
 	waitSet(t, ch, want...)
 	if s := in.Stats(); s.BulkReads != 0 || s.Fetches != 40 {
 		t.Fatalf("stats %+v, want 40 reads and no bulk read", s)
@@ -681,9 +703,9 @@ func TestWithoutBulkLoadReadsNodeByNode(t *testing.T) {
 // once, in order, and so does the next change.
 func TestABulkLoadPublishesEveryNodeInOrder(t *testing.T) {
 	t.Parallel()
-	c := zktest.New(t)
+	c, base := sharedZK(t)
 	zc := testutil.ZKConn(t, c.Addrs())
-	for _, p := range []string{"/services", "/services/many"} {
+	for _, p := range []string{base, base + "/many"} {
 		if _, err := zc.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
 			t.Fatal(err)
 		}
@@ -695,18 +717,18 @@ func TestABulkLoadPublishesEveryNodeInOrder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := zc.Create("/services/many/"+inst.ID, data, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		if _, err := zc.Create(base+"/many/"+inst.ID, data, 0, zk.WorldACL(zk.PermAll)); err != nil {
 			t.Fatal(err)
 		}
 		want = append(want, inst.HostPort())
 	}
-	in, ch := newInstancer(t, newClient(t, c), "many")
+	in, ch := newInstancer(t, newClient(t, c), "many", sd.BasePath(base))
 	// In order: waitSet sorts what it wants. Read in bulk in either mode.
 	waitSet(t, ch, want...)
 	if s := in.Stats(); s.BulkReads != 600 {
 		t.Fatalf("stats %+v, want 600 bulk reads", s)
 	}
-	if err := zc.Delete("/services/many/many-20300", -1); err != nil {
+	if err := zc.Delete(base+"/many/many-20300", -1); err != nil {
 		t.Fatal(err)
 	}
 	waitSet(t, ch, slices.Delete(slices.Clone(want), 300, 301)...)
@@ -714,10 +736,11 @@ func TestABulkLoadPublishesEveryNodeInOrder(t *testing.T) {
 
 func TestAnExpiredTombstoneLiftsByItself(t *testing.T) {
 	t.Parallel()
-	c := zktest.New(t)
+	c, base := sharedZK(t)
+	at := sd.BasePath(base)
 	provider, consumer := newClient(t, c), newClient(t, c)
-	register(t, provider, instance("ttl", 1301))
-	in, ch := newInstancer(t, consumer, "ttl", sd.TombstoneTTL(300*time.Millisecond))
+	register(t, provider, instance("ttl", 1301), at)
+	in, ch := newInstancer(t, consumer, "ttl", sd.TombstoneTTL(300*time.Millisecond), at)
 	waitSet(t, ch, "127.0.0.1:1301")
 	if _, ok := in.Evict("ttl-1301"); !ok {
 		t.Fatal("Evict did not know the instance")

@@ -170,26 +170,27 @@ func TestAStoppedServiceLeavesNoWatchOnTheServer(t *testing.T) {
 // Instancer of the same Client adds no watch of its own.
 func TestACatalogWatchCoversItsServices(t *testing.T) {
 	t.Parallel()
-	c := zktest.New(t)
+	c, base := sharedZK(t)
+	at := sd.BasePath(base)
 	provider := newClient(t, c)
-	register(t, provider, instance("covered", 7321))
+	register(t, provider, instance("covered", 7321), at)
 	consumer := newClient(t, c)
-	k, err := sd.NewCatalog(consumer, recursive)
+	k, err := sd.NewCatalog(consumer, recursive, at)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer k.Stop()
-	in, ch := newInstancer(t, consumer, "covered", recursive)
+	in, ch := newInstancer(t, consumer, "covered", recursive, at)
 	waitSet(t, ch, "127.0.0.1:7321")
-	if got := sd.WatchRoots(consumer); !slices.Equal(got, []string{"/services"}) {
-		t.Fatalf("watch roots %v, want only the Catalog's /services", got)
+	if got := sd.WatchRoots(consumer); !slices.Equal(got, []string{base}) {
+		t.Fatalf("watch roots %v, want only the Catalog's base path", got)
 	}
 	k.Stop()
 	// The Instancer outlives the Catalog: its own watch comes.
 	testutil.WaitFor(t, "the Instancer's own watch", func() bool {
-		return slices.Equal(sd.WatchRoots(consumer), []string{"/services/covered"})
+		return slices.Equal(sd.WatchRoots(consumer), []string{base + "/covered"})
 	})
-	register(t, provider, instance("covered", 7322))
+	register(t, provider, instance("covered", 7322), at)
 	waitSet(t, ch, "127.0.0.1:7321", "127.0.0.1:7322")
 	_ = in
 }

@@ -86,11 +86,12 @@ func TestAWatchOnlyClientReportsItsConnection(t *testing.T) {
 // The events of the watch session say so, and carry its id.
 func TestWatchSessionEventsAreMarked(t *testing.T) {
 	t.Parallel()
-	c := zktest.New(t)
-	register(t, newClient(t, c), instance("marked", 8511))
+	c, base := sharedZK(t)
+	at := sd.BasePath(base)
+	register(t, newClient(t, c), instance("marked", 8511), at)
 	var log sessionLog
 	consumer := newClient(t, c, sd.OnSessionEvent(log.add))
-	_, ch := newInstancer(t, consumer, "marked", recursive)
+	_, ch := newInstancer(t, consumer, "marked", recursive, at)
 	waitSet(t, ch, "127.0.0.1:8511")
 	testutil.WaitFor(t, "a watch session event", func() bool {
 		log.mu.Lock()

@@ -7,7 +7,6 @@ import (
 
 	"github.com/gracekit/gracekit/endpoint"
 	"github.com/gracekit/gracekit/sd"
-	"github.com/gracekit/gracekit/zktest"
 )
 
 // Issue 16: an eviction ends when the node's data is written again after
@@ -15,10 +14,11 @@ import (
 // UP returns at once, not when the tombstone's TTL passes.
 func TestAnEvictionEndsWhenTheNodeIsWrittenAgain(t *testing.T) {
 	t.Parallel()
-	c := zktest.New(t)
+	c, base := sharedZK(t)
+	at := sd.BasePath(base)
 	provider, consumer := newClient(t, c), newClient(t, c)
-	reg := register(t, provider, instance("back", 1401))
-	in, ch := newInstancer(t, consumer, "back", sd.TombstoneTTL(time.Hour))
+	reg := register(t, provider, instance("back", 1401), at)
+	in, ch := newInstancer(t, consumer, "back", sd.TombstoneTTL(time.Hour), at)
 	waitSet(t, ch, "127.0.0.1:1401")
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
