@@ -58,8 +58,11 @@ var floodWindow = flush.TimestampWindow(10 * time.Minute)
 // Issue 8, case 11: more valid flushes in one second than the nonce cache
 // holds are all accepted; the cache forgets its oldest nonces instead.
 func TestMoreValidFlushesInOneSecondThanTheNonceCacheHoldsAreAllAccepted(t *testing.T) {
-	gw, ev := newGateway(t, floodWindow)
-	const n = flush.DefaultNonceCacheSize + 1000
+	// A small cache shows the same as the default one with a fifth of the
+	// requests (5,096 took 14 s of make test under the race detector).
+	const size = 512
+	gw, ev := newGateway(t, floodWindow, flush.NonceCacheSize(size))
+	const n = size + 500
 	ts := time.Now() // every request has the same timestamp second
 	codes := send(t, n, func(int) *http.Request { return signedRequest(t, gw.URL, secret, self, ts) })
 	if codes[http.StatusOK] != n {
@@ -134,9 +137,10 @@ func TestAFloodOfRefusedFlushesLogsBoundedLinesAndCountsEveryRefusal(t *testing.
 	gw, ev := newGateway(t,
 		flush.WithLogger(slog.New(slog.NewTextHandler(out, nil))),
 		flush.RefusalCounter(refusals))
-	// Enough for several seconds of refusals under -race (the bound is a
-	// line a second), not 20 s of make test: 40,000 took 21 s.
-	const n = 10000
+	// Enough for a few seconds of refusals under -race (the bound is a
+	// line a second, so a flood logged line by line fails by far), not
+	// 16 s of make test: 10,000 took that, 40,000 took 21 s alone.
+	const n = 3000
 	begin := time.Now()
 	codes := send(t, n, func(int) *http.Request {
 		req, _ := http.NewRequest(http.MethodPost, gw.URL, strings.NewReader(`{"service":"orders","id":"orders-1"}`))
@@ -165,7 +169,9 @@ func TestAFloodOfRefusedFlushesLogsBoundedLinesAndCountsEveryRefusal(t *testing.
 func TestAFloodOfAcknowledgedFlushesLogsBoundedLines(t *testing.T) {
 	out := &lines{}
 	gw, ev := newGateway(t, flush.WithLogger(slog.New(slog.NewTextHandler(out, nil))), floodWindow)
-	const n = 4000
+	// A line a second is the bound: 1,500 flushes logged one by one fail by
+	// far (4,000 took 14 s of make test under the race detector).
+	const n = 1500
 	ts := time.Now()
 	begin := time.Now()
 	codes := send(t, n, func(int) *http.Request { return signedRequest(t, gw.URL, secret, self, ts) })
