@@ -90,4 +90,9 @@ var plantedEdits = map[string][]edit{
 			"\t}\n" +
 			"\tin.mu.Unlock()\n",
 	}},
+	"nominup": {{
+		file: "cmd/gracekit/drain.go",
+		old:  "\t\t\tfailed, err := commit(reg, guard, op)\n",
+		new:  "\t\t\tfailed, err := commit(reg, nil, op) // planted bug: the -min-up guard counts, then writes without checking what it counted\n",
+	}},
 }

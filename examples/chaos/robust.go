@@ -54,6 +54,7 @@ type robustState struct {
 	crashes []history.Crash
 	stops   []history.Stop
 	writes  []history.Written
+	guards  []history.Guard
 	extra   []history.Violation // the driver's own findings: a fault that could not run, gateways that did not route again
 
 	truth   *truthRecorder
@@ -211,16 +212,17 @@ func runRobust(cfg config) int {
 	})
 	defer stopSignals()
 
-	bins := map[string]string{providerService: filepath.Join(cfg.binDir, "provider"), gatewayService: filepath.Join(cfg.binDir, "gateway")}
-	if cfg.binDir == "" {
-		bin := filepath.Join(root, "bin")
-		logf("building examples/provider and examples/gateway")
-		if err := buildTagged(ctx, bin, robustTags(cfg), pkgProvider, pkgGateway); err != nil { // mutants.go
+	binDir := cfg.binDir
+	if binDir == "" {
+		binDir = filepath.Join(root, "bin")
+		logf("building examples/provider, examples/gateway and cmd/gracekit")
+		if err := buildTagged(ctx, binDir, robustTags(cfg), pkgProvider, pkgGateway, pkgCLI); err != nil { // mutants.go
 			fmt.Fprintln(os.Stderr, "chaos:", err)
 			return 1
 		}
-		bins = map[string]string{providerService: filepath.Join(bin, "provider"), gatewayService: filepath.Join(bin, "gateway")}
 	}
+	bins := map[string]string{providerService: filepath.Join(binDir, "provider"), gatewayService: filepath.Join(binDir, "gateway"),
+		cliName: filepath.Join(binDir, cliName)}
 	var total history.Report
 	violations, failedSeeds := 0, 0
 	for _, seed := range seeds {
@@ -433,7 +435,7 @@ func (d *driver) robustRun(ctx context.Context, rs *robustState) (*history.Histo
 	}
 	rs.mu.Lock()
 	h.Runs, h.Blinds, h.Heals, h.Crashes = slices.Clone(rs.runs), slices.Clone(rs.blinds), slices.Clone(rs.heals), slices.Clone(rs.crashes)
-	h.Stops, h.Writes = slices.Clone(rs.stops), slices.Clone(rs.writes)
+	h.Stops, h.Writes, h.Guards = slices.Clone(rs.stops), slices.Clone(rs.writes), slices.Clone(rs.guards)
 	rs.mu.Unlock()
 	return h, nil
 }
