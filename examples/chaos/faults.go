@@ -499,8 +499,60 @@ func (d *driver) robustStepMore(ctx context.Context, rs *robustState, st step, r
 		return true, d.faultOverlap(ctx, st)
 	case kMinUp:
 		return true, d.faultMinUp(ctx, rs, st)
+	case kDrainExpire:
+		return true, d.faultDrainExpire(ctx, rs, st)
 	}
 	return false, nil
+}
+
+// faultDrainExpire drains a provider as an operator would (a
+// version-checked write of sd.Drain's marker), expires the session that
+// owns its node while the drain holds, waits until the provider registered
+// again, holds the drain st.For more, and undrains. Its Registrar must
+// re-create the node drained: the drain is the operator's, and only an
+// undrain ends it (drain-held, after-drain).
+func (d *driver) faultDrainExpire(ctx context.Context, rs *robustState, st step) error {
+	g := d.groups[st.Group%len(d.groups)]
+	p := g.providers[st.Slot%len(g.providers)]
+	path := d.nodePaths(g)[p.id]
+	sent := time.Now()
+	if err := retry(ctx, func() error { return d.reader.drain(p.service, path, false) }); err != nil {
+		return err
+	}
+	rs.wrote("drain", path, history.WantOut, sent)
+	undrain := func() error {
+		sent := time.Now()
+		if err := retry(context.Background(), func() error { return d.reader.drain(p.service, path, true) }); err != nil {
+			return err
+		}
+		rs.wrote("undrain", path, history.WantUp, sent)
+		return nil
+	}
+	if err := drive.SleepCtx(ctx, 700*time.Millisecond); err != nil { // the Registrar has seen the drain
+		return errors.Join(err, undrain())
+	}
+	var before int64
+	err := retry(ctx, func() error {
+		owner, err := d.reader.owner(path)
+		if err != nil {
+			return err
+		}
+		m, err := d.servingMember()
+		if err != nil {
+			return err
+		}
+		if _, stat, err := d.reader.conn.Exists(path); err == nil && stat != nil {
+			before = stat.Czxid
+		}
+		return p.proxy.Expire(m.Addr(), owner)
+	})
+	if err == nil {
+		_, err = d.reRegistered(ctx, g, p, map[string]int64{p.id: before})
+	}
+	if err == nil {
+		err = drive.SleepCtx(ctx, st.For)
+	}
+	return errors.Join(err, undrain())
 }
 
 // operatorDelay is each way's delay of the min-up operators' link to

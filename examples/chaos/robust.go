@@ -38,6 +38,19 @@ const (
 	checkRecovered  = 30 * time.Second
 )
 
+// The providers' health check in robustness mode (GRACEKIT_HEALTH_*).
+const (
+	healthInterval = 250 * time.Millisecond
+	healthFailures = 2
+	healthHold     = time.Second
+)
+
+// healthDetect is how long a provider may take from its check failing to
+// its verdict written: a check per interval until healthFailures failed
+// (one more for the phase of the ticker), the hold after a transition, and
+// the status write's bound (2 intervals, provider's record).
+const healthDetect = healthInterval*(healthFailures+1) + healthHold + 2*healthInterval
+
 // robustBounds are the bounds every seed is held to, from its timeouts.
 var robustBounds = history.RunBounds(robustTimeout, robustReconnect)
 
@@ -55,6 +68,7 @@ type robustState struct {
 	stops   []history.Stop
 	writes  []history.Written
 	guards  []history.Guard
+	sick    []history.Sick
 	extra   []history.Violation // the driver's own findings: a fault that could not run, gateways that did not route again
 
 	truth   *truthRecorder
@@ -79,10 +93,10 @@ func (rs *robustState) env(d *driver, in *instance) {
 	armFailpoints(rs.seed, d.cfg, in.vars) // faults.go
 	if in.proxy != nil {
 		in.vars["PROVIDER_HEALTH_FILE"] = filepath.Join(d.tmp, "logs", in.id+".sick")
-		in.vars["GRACEKIT_HEALTH_INTERVAL"] = "250ms"
-		in.vars["GRACEKIT_HEALTH_FAILURES"] = "2"
+		in.vars["GRACEKIT_HEALTH_INTERVAL"] = healthInterval.String()
+		in.vars["GRACEKIT_HEALTH_FAILURES"] = strconv.Itoa(healthFailures)
 		in.vars["GRACEKIT_HEALTH_PASSES"] = "2"
-		in.vars["GRACEKIT_HEALTH_HOLD"] = "1s"
+		in.vars["GRACEKIT_HEALTH_HOLD"] = healthHold.String()
 	}
 }
 
@@ -435,7 +449,7 @@ func (d *driver) robustRun(ctx context.Context, rs *robustState) (*history.Histo
 	}
 	rs.mu.Lock()
 	h.Runs, h.Blinds, h.Heals, h.Crashes = slices.Clone(rs.runs), slices.Clone(rs.blinds), slices.Clone(rs.heals), slices.Clone(rs.crashes)
-	h.Stops, h.Writes, h.Guards = slices.Clone(rs.stops), slices.Clone(rs.writes), slices.Clone(rs.guards)
+	h.Stops, h.Writes, h.Guards, h.Sick = slices.Clone(rs.stops), slices.Clone(rs.writes), slices.Clone(rs.guards), slices.Clone(rs.sick)
 	rs.mu.Unlock()
 	return h, nil
 }
@@ -704,7 +718,13 @@ func (d *driver) robustStep(ctx context.Context, rs *robustState, st step, round
 		if err := os.WriteFile(f, nil, 0o644); err != nil {
 			return err
 		}
+		sick := history.Sick{Service: p.service, ID: p.id, Path: d.nodePaths(g)[p.id], From: time.Now(), Detect: healthDetect,
+			ZKFault: rs.ensembleFaultIn(round)}
 		err := drive.SleepCtx(ctx, st.For)
+		sick.To = time.Now()
+		rs.mu.Lock()
+		rs.sick = append(rs.sick, sick)
+		rs.mu.Unlock()
 		if rerr := os.Remove(f); rerr != nil {
 			return rerr
 		}
@@ -770,6 +790,17 @@ func (d *driver) robustStep(ctx context.Context, rs *robustState, st step, round
 		return errors.Join(errs...)
 	}
 	return fmt.Errorf("unknown fault %q", st.Kind)
+}
+
+// ensembleFaultIn tells whether round has a fault of the ensemble (a
+// member, the leader, all of it, a lagging member): writes may wait it out.
+func (rs *robustState) ensembleFaultIn(round int) bool {
+	if round < 0 || round >= len(rs.sched.Rounds) {
+		return false
+	}
+	return slices.ContainsFunc(rs.sched.Rounds[round].Steps, func(st step) bool {
+		return slices.Contains([]string{kLeader, kMember, kEnsemble, kLag}, st.Kind)
+	})
 }
 
 // restart starts provider p again, on a new port, and waits until it is

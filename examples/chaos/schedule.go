@@ -45,6 +45,10 @@ const (
 	// gracekit drain -min-up <providers-1> (the CLI binary, through a slow
 	// link), hold what landed for For, and undrain it: at most one may land.
 	kMinUp = "minup"
+	// An operator drains a provider (sd.Drain), its session is expired
+	// while the drain holds, and the undrain comes For after it registered
+	// again: the re-created node must carry the drain (drain-held).
+	kDrainExpire = "drain-expire"
 )
 
 // The ops of an overlap step.
@@ -62,7 +66,7 @@ type timedOp struct {
 }
 
 var allKinds = []string{kBlackholeShort, kBlackholeLong, kResetShort, kResetLong, kLeader, kMember, kEnsemble,
-	kExpireProvider, kExpireConsumer, kSigterm, kKill, kHealth, kDrain, kFlips, kBurst, kStale, kLag, kOverlap, kMinUp}
+	kExpireProvider, kExpireConsumer, kSigterm, kKill, kHealth, kDrain, kFlips, kBurst, kStale, kLag, kOverlap, kMinUp, kDrainExpire}
 
 // step is one fault of a round.
 type step struct {
@@ -155,7 +159,7 @@ func newSchedule(seed int64, sh scheduleShape) schedule {
 			case kSigterm, kKill:
 				st.Group, st.Slot = r.IntN(sh.groups), r.IntN(sh.providers)
 				slot = fmt.Sprint("group", st.Group)
-			case kHealth, kDrain:
+			case kHealth, kDrain, kDrainExpire:
 				st.Group, st.Slot, st.For = r.IntN(sh.groups), r.IntN(sh.providers), ms(2000, 5000)
 				slot = fmt.Sprint("group", st.Group)
 			case kOverlap:

@@ -147,6 +147,7 @@ type History struct {
 	Stops          []Stop         `json:"stops,omitempty"`
 	Writes         []Written      `json:"writes,omitempty"`
 	Guards         []Guard        `json:"guards,omitempty"`     // min-up steps: operators draining one service at once
+	Sick           []Sick         `json:"sick,omitempty"`       // the schedule's health faults
 	Executions     map[string]int `json:"executions,omitempty"` // order key -> times a provider executed it
 }
 
@@ -272,6 +273,8 @@ func Check(h *History, b Bounds) Report {
 		{CheckWriteAck, WriteAck(h, t, b)},
 		{CheckAfterDrain, AfterDrain(h, b)},
 		{CheckMinUp, MinUp(h, t)},
+		{CheckAfterSick, AfterSick(h, t, b)},
+		{CheckDrainHeld, DrainHeld(h, t, b)},
 	} {
 		r.ByCheck[v.name] = v.r.Checks
 		r.add(v.r)
