@@ -592,7 +592,7 @@ func (d *driver) faultMinUp(ctx context.Context, rs *robustState, st step) error
 		go func() {
 			defer wg.Done()
 			sent := time.Now()
-			code, out, err := d.gracekit(ctx, px, "drain", "-min-up", strconv.Itoa(minUp), p.service, p.id)
+			code, out, err := d.operatorDrain(ctx, px, minUp, p.service, p.id)
 			switch {
 			case err != nil:
 				res[i].got, res[i].err = "failed", fmt.Errorf("gracekit drain %s: %w: %s", p.id, err, out)
@@ -642,6 +642,25 @@ func (d *driver) faultMinUp(ctx context.Context, rs *robustState, st step) error
 	rs.guards = append(rs.guards, guard)
 	rs.mu.Unlock()
 	return errors.Join(errs...)
+}
+
+// operatorDrain runs gracekit drain -min-up as an operator would: one
+// that failed (not drained, not refused: the session lost under an
+// ensemble fault, say) is run again, for at most checkRecovered. Running
+// again a drain that landed is harmless: the node is drained already, and
+// the drain keeps the status recorded first.
+func (d *driver) operatorDrain(ctx context.Context, px *zkProxy, minUp int, service, id string) (int, string, error) {
+	deadline := time.Now().Add(checkRecovered)
+	for {
+		code, out, err := d.gracekit(ctx, px, "drain", "-min-up", strconv.Itoa(minUp), service, id)
+		if err == nil && (code == 0 || code == exitDrainRefused) || time.Now().After(deadline) || ctx.Err() != nil {
+			return code, out, err
+		}
+		logf("min-up: gracekit drain %s: exit %d (%v): %s; again", id, code, err, out)
+		if err := drive.SleepCtx(ctx, 200*time.Millisecond); err != nil {
+			return code, out, err
+		}
+	}
 }
 
 // exitDrainRefused is gracekit drain's status when it refused (cmd/gracekit: exitRefused).
