@@ -6,12 +6,16 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/gracekit/gracekit/examples/internal/drive"
+	"github.com/gracekit/gracekit/examples/internal/history"
 	"github.com/gracekit/gracekit/internal/failpoint"
 	"github.com/gracekit/gracekit/zktest"
 )
@@ -493,8 +497,192 @@ func (d *driver) robustStepMore(ctx context.Context, rs *robustState, st step, r
 		return true, d.faultLag(ctx, st)
 	case kOverlap:
 		return true, d.faultOverlap(ctx, st)
+	case kMinUp:
+		return true, d.faultMinUp(ctx, rs, st)
+	case kDrainExpire:
+		return true, d.faultDrainExpire(ctx, rs, st)
 	}
 	return false, nil
+}
+
+// faultDrainExpire drains a provider as an operator would (a
+// version-checked write of sd.Drain's marker), expires the session that
+// owns its node while the drain holds, waits until the provider registered
+// again, holds the drain st.For more, and undrains. Its Registrar must
+// re-create the node drained: the drain is the operator's, and only an
+// undrain ends it (drain-held, after-drain).
+func (d *driver) faultDrainExpire(ctx context.Context, rs *robustState, st step) error {
+	g := d.groups[st.Group%len(d.groups)]
+	p := g.providers[st.Slot%len(g.providers)]
+	path := d.nodePaths(g)[p.id]
+	sent := time.Now()
+	if err := retry(ctx, func() error { return d.reader.drain(p.service, path, false) }); err != nil {
+		return err
+	}
+	rs.wrote("drain", path, history.WantOut, sent)
+	undrain := func() error {
+		sent := time.Now()
+		if err := retry(context.Background(), func() error { return d.reader.drain(p.service, path, true) }); err != nil {
+			return err
+		}
+		rs.wrote("undrain", path, history.WantUp, sent)
+		return nil
+	}
+	if err := drive.SleepCtx(ctx, 700*time.Millisecond); err != nil { // the Registrar has seen the drain
+		return errors.Join(err, undrain())
+	}
+	var before int64
+	err := retry(ctx, func() error {
+		owner, err := d.reader.owner(path)
+		if err != nil {
+			return err
+		}
+		m, err := d.servingMember()
+		if err != nil {
+			return err
+		}
+		if _, stat, err := d.reader.conn.Exists(path); err == nil && stat != nil {
+			before = stat.Czxid
+		}
+		return p.proxy.Expire(m.Addr(), owner)
+	})
+	if err == nil {
+		_, err = d.reRegistered(ctx, g, p, map[string]int64{p.id: before})
+	}
+	if err == nil {
+		err = drive.SleepCtx(ctx, st.For)
+	}
+	return errors.Join(err, undrain())
+}
+
+// operatorDelay is each way's delay of the min-up operators' link to
+// ZooKeeper: a guard's read and its write are 2×operatorDelay apart at
+// the server at least, so operators that start together all count before
+// any writes, and a guard that is not atomic with its write lets them all
+// land.
+const operatorDelay = 150 * time.Millisecond
+
+// faultMinUp runs st.N operators at once, each gracekit drain -min-up
+// (providers-1) of a provider of one group (the CLI binary, as an
+// operator would; through a proxy of their own, a slow link). The
+// operators whose drain landed hold it for st.For and undrain. The step
+// is a history.Guard: at most one drain may land (min-up validator).
+func (d *driver) faultMinUp(ctx context.Context, rs *robustState, st step) error {
+	g := d.groups[st.Group%len(d.groups)]
+	minUp := len(g.providers) - 1
+	px, err := newZKProxy(d.cluster.Addrs())
+	if err != nil {
+		return err
+	}
+	defer px.Close()
+	px.SetDelay(operatorDelay)
+	guard := history.Guard{Service: g.providers[0].service, MinUp: minUp, IDs: g.providerIDs(), From: time.Now()}
+	type outcome struct {
+		id, got string
+		landed  bool
+		err     error
+	}
+	res := make([]outcome, max(st.N, 1))
+	var wg sync.WaitGroup
+	for i := range res {
+		p := g.providers[(st.Slot+i)%len(g.providers)]
+		path := d.nodePaths(g)[p.id]
+		res[i].id = p.id
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sent := time.Now()
+			code, out, err := d.operatorDrain(ctx, px, minUp, p.service, p.id)
+			switch {
+			case err != nil:
+				res[i].got, res[i].err = "failed", fmt.Errorf("gracekit drain %s: %w: %s", p.id, err, out)
+			case code == 0:
+				res[i].got, res[i].landed = "drained", true
+				rs.wrote("drain", path, history.WantOut, sent)
+			case code == exitDrainRefused:
+				res[i].got = "refused"
+			default:
+				// It may or may not have landed: undrain it anyway.
+				res[i].got, res[i].landed = fmt.Sprintf("exit %d", code), true
+				res[i].err = fmt.Errorf("gracekit drain %s: exit %d: %s", p.id, code, out)
+			}
+			if !res[i].landed {
+				return
+			}
+			_ = drive.SleepCtx(ctx, st.For)
+			err = retry(context.Background(), func() error {
+				sent := time.Now()
+				code, out, err := d.gracekit(context.Background(), px, "undrain", p.service, p.id)
+				if err == nil && code != 0 {
+					err = fmt.Errorf("exit %d: %s", code, out)
+				}
+				if err == nil {
+					rs.wrote("undrain", path, history.WantUp, sent)
+				}
+				return err
+			})
+			if err != nil {
+				res[i].err = errors.Join(res[i].err, fmt.Errorf("gracekit undrain %s: %w", p.id, err))
+			}
+		}()
+	}
+	wg.Wait()
+	guard.To = time.Now()
+	var what []string
+	var errs []error
+	for _, o := range res {
+		what = append(what, o.id+" "+o.got)
+		if o.err != nil {
+			errs = append(errs, o.err)
+		}
+	}
+	guard.What = fmt.Sprintf("%d operators, -min-up %d: %s", len(res), minUp, strings.Join(what, ", "))
+	logf("min-up: %s", guard.What)
+	rs.mu.Lock()
+	rs.guards = append(rs.guards, guard)
+	rs.mu.Unlock()
+	return errors.Join(errs...)
+}
+
+// operatorDrain runs gracekit drain -min-up as an operator would: one
+// that failed (not drained, not refused: the session lost under an
+// ensemble fault, say) is run again, for at most checkRecovered. Running
+// again a drain that landed is harmless: the node is drained already, and
+// the drain keeps the status recorded first.
+func (d *driver) operatorDrain(ctx context.Context, px *zkProxy, minUp int, service, id string) (int, string, error) {
+	deadline := time.Now().Add(checkRecovered)
+	for {
+		code, out, err := d.gracekit(ctx, px, "drain", "-min-up", strconv.Itoa(minUp), service, id)
+		if err == nil && (code == 0 || code == exitDrainRefused) || time.Now().After(deadline) || ctx.Err() != nil {
+			return code, out, err
+		}
+		logf("min-up: gracekit drain %s: exit %d (%v): %s; again", id, code, err, out)
+		if err := drive.SleepCtx(ctx, 200*time.Millisecond); err != nil {
+			return code, out, err
+		}
+	}
+}
+
+// exitDrainRefused is gracekit drain's status when it refused (cmd/gracekit: exitRefused).
+const exitDrainRefused = 3
+
+// gracekit runs the gracekit CLI against the run's registry through px:
+// its exit code and output. err is for a run that could not start or
+// was killed.
+func (d *driver) gracekit(ctx context.Context, px *zkProxy, args ...string) (int, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, checkRecovered)
+	defer cancel()
+	full := append([]string{args[0], "-zk", px.ConnectString(), "-base-path", d.basePath, "-timeout", robustTimeout.String()}, args[1:]...)
+	cmd := exec.CommandContext(ctx, d.bins[cliName], full...)
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		return 0, strings.TrimSpace(string(out)), nil
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.Exited() {
+		return ee.ExitCode(), strings.TrimSpace(string(out)), nil
+	}
+	return -1, strings.TrimSpace(string(out)), err
 }
 
 // faultStale makes a server that serves from behind and sends consumers to

@@ -118,6 +118,10 @@ import (
 const (
 	pkgProvider = "github.com/gracekit/gracekit/examples/provider"
 	pkgGateway  = "github.com/gracekit/gracekit/examples/gateway"
+	// pkgCLI is the gracekit CLI, which the min-up fault's operators run
+	// (robustness mode; cliName is its binary and d.bins key).
+	pkgCLI  = "github.com/gracekit/gracekit/cmd/gracekit"
+	cliName = "gracekit"
 
 	providerService = "quote"
 	gatewayService  = "gateway"
@@ -182,7 +186,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.latency, "latency", 50*time.Millisecond, "PROVIDER_LATENCY given to the providers")
 	fs.DurationVar(&c.ensembleDown, "ensemble-down", 30*time.Second, "how long the whole ensemble stays down")
 	fs.DurationVar(&c.partition, "partition", 20*time.Second, "how long one provider is cut off from ZooKeeper")
-	fs.StringVar(&c.binDir, "bindir", "", "use the provider and gateway binaries in this directory instead of building them")
+	fs.StringVar(&c.binDir, "bindir", "", "use the provider, gateway and gracekit (CLI) binaries in this directory instead of building them")
 	fs.BoolVar(&c.keep, "keep", false, "keep the temporary directory (binaries, logs, ZooKeeper data) even on success")
 	fs.IntVar(&c.seeds, "seeds", 0, "robustness mode: run this many seeded random fault schedules (make chaos CHAOS_SEEDS=n)")
 	seed := fs.String("seed", "", "robustness mode: replay the schedule of this seed (make chaos CHAOS_SEED=s)")

@@ -54,8 +54,11 @@ var mutants = []mutant{
 	{"dropdelete", "the Instancer drops one deletion in five (sd)", []string{history.CheckPhantom, history.CheckConvergence, history.CheckResurrection}},
 	{"norecreate", "the Registrar never re-creates its node after an expiry (sd)", []string{history.CheckReregistration}},
 	{"nozxid", "the watch session resumes without its last zxid (sd)", []string{history.CheckGoingBack, history.CheckResurrection}},
-	{"ignoredrain", "the Registrar writes its status over an operator's drain (sd)", []string{"after-drain", "after-leave"}},
+	{"ignoredrain", "the Registrar writes its status over an operator's drain (sd)", []string{"after-drain", "after-leave", history.CheckDrainHeld}},
 	{"noreread", "the Instancer publishes its set after a reconnect before the re-read answered (sd)", []string{history.CheckConvergence, history.CheckPhantom, history.CheckResurrection}},
+	{"sickunreported", "a provider's failed health check never reaches the registry (provider)", []string{history.CheckAfterSick}},
+	{"forgetdrain", "the Registrar forgets an operator's drain when it re-creates its node after an expiry (sd)", []string{history.CheckDrainHeld, "after-drain"}},
+	{"nominup", "gracekit drain -min-up counts, then writes without a version check of what it counted (cmd/gracekit)", []string{history.CheckMinUp}},
 }
 
 const (
@@ -101,6 +104,18 @@ func biasSteps(name string, r *rand.Rand, sh scheduleShape) []step {
 	case "ignoredrain": // operator drains under load, each held past the leave bound
 		for g := range sh.groups {
 			out = append(out, step{Kind: kDrain, At: ms(0, 500), Group: g, Slot: r.IntN(sh.providers), For: sh.sessionTimeout + robustBounds.Skew + ms(1500, 2500)}) // past after-drain's bound
+		}
+	case "sickunreported": // health faults long enough for both of after-sick's bounds
+		for g := range sh.groups {
+			out = append(out, step{Kind: kHealth, At: ms(0, 500), Group: g, Slot: r.IntN(sh.providers), For: ms(8000, 9500)})
+		}
+	case "forgetdrain": // drains held across an expiry of the drained provider's session
+		for g := range sh.groups {
+			out = append(out, step{Kind: kDrainExpire, At: ms(0, 500), Group: g, Slot: r.IntN(sh.providers), For: ms(3000, 5000)})
+		}
+	case "nominup": // every provider of each group drained at once by an operator of its own, -min-up providers-1
+		for g := range sh.groups {
+			out = append(out, step{Kind: kMinUp, At: ms(0, 300), Group: g, Slot: r.IntN(sh.providers), N: sh.providers, For: ms(1500, 3000)})
 		}
 	case "noreread": // consumers away longer than the bounds while a provider goes
 		long := robustBounds.Converge + sh.sessionTimeout/2
@@ -243,8 +258,8 @@ func runMutants(cfg config) int {
 			fmt.Fprintf(os.Stderr, "chaos: mutant %s: %v\n", m.name, err)
 			return 1
 		}
-		logf("mutant %s: %s; building the driver, provider and gateway with -tags %s -overlay %s", m.name, m.what, tagFailpoints, overlay)
-		if err := buildWith(ctx, dir, tagFailpoints, overlay, pkgProvider, pkgGateway, pkgChaos); err != nil {
+		logf("mutant %s: %s; building the driver, provider, gateway and CLI with -tags %s -overlay %s", m.name, m.what, tagFailpoints, overlay)
+		if err := buildWith(ctx, dir, tagFailpoints, overlay, pkgProvider, pkgGateway, pkgCLI, pkgChaos); err != nil {
 			fmt.Fprintln(os.Stderr, "chaos:", err)
 			return 1
 		}

@@ -45,7 +45,7 @@ func TestEveryMutantAppliesAndBuilds(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			args := []string{"build", "-tags", tagFailpoints, "-overlay", overlay, "./sd/", "./shutdown/", "./internal/..."}
+			args := []string{"build", "-tags", tagFailpoints, "-overlay", overlay, "./sd/", "./shutdown/", "./internal/...", "./cmd/...", "./provider/"}
 			cmd := exec.Command(goCmd(), args...)
 			cmd.Dir = lib
 			if out, err := cmd.CombinedOutput(); err != nil {
@@ -117,7 +117,7 @@ func TestPlantRefusesAnEditThatDoesNotApply(t *testing.T) {
 func TestLibraryCarriesNoPlantedBug(t *testing.T) {
 	lib := libDir(t)
 	var roots []string
-	for _, d := range []string{"sd", "shutdown", "internal"} {
+	for _, d := range []string{"sd", "shutdown", "internal", "cmd", "provider"} {
 		roots = append(roots, filepath.Join(lib, d))
 	}
 	hits, err := plantedCode(roots...)

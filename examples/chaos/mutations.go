@@ -90,4 +90,21 @@ var plantedEdits = map[string][]edit{
 			"\t}\n" +
 			"\tin.mu.Unlock()\n",
 	}},
+	"nominup": {{
+		file: "cmd/gracekit/drain.go",
+		old:  "\t\t\tfailed, err := commit(reg, guard, op)\n",
+		new:  "\t\t\tfailed, err := commit(reg, nil, op) // planted bug: the -min-up guard counts, then writes without checking what it counted\n",
+	}},
+	"sickunreported": {{
+		file: "provider/health.go",
+		old:  "\tif reg := p.Registrar(); reg != nil {\n",
+		new:  "\tif reg := p.Registrar(); reg != nil && healthy { // planted bug: a failed health check never reaches the registry\n",
+	}},
+	"forgetdrain": {{
+		file: "sd/registrar.go",
+		old: "\tif r.drainedBy != \"\" {\n" +
+			"\t\t// Drained: the operator's word outlives the node it was written in.\n",
+		new: "\tif r.drainedBy != \"\" && false { // planted bug: a node re-created after an expiry forgets the operator's drain\n" +
+			"\t\t// Drained: the operator's word outlives the node it was written in.\n",
+	}},
 }

@@ -34,6 +34,7 @@ type zkProxy struct {
 	conns    map[net.Conn]struct{}
 	sessions map[int64]bool // every session a handshake through the proxy named
 	redirect string         // every new connection goes there instead; "" for the members (faults.go's stale server)
+	delay    time.Duration  // each chunk is forwarded this long after it arrived, both ways (SetDelay)
 	wg       sync.WaitGroup
 
 	closeOnce sync.Once
@@ -139,6 +140,33 @@ func (p *zkProxy) forward(down net.Conn, upstream string) {
 func (p *zkProxy) pipe(dst, src net.Conn, fromServer bool) {
 	buf := make([]byte, 32*1024)
 	var head []byte
+	write := func(b []byte) error { _, err := dst.Write(b); return err }
+	if d := p.latency(); d > 0 {
+		// A slow link: each chunk leaves d after it came, in order.
+		type chunk struct {
+			b   []byte
+			due time.Time
+		}
+		ch := make(chan chunk, 256)
+		defer close(ch)
+		go func() {
+			failed := false
+			for c := range ch {
+				if failed {
+					continue
+				}
+				time.Sleep(time.Until(c.due))
+				if _, err := dst.Write(c.b); err != nil {
+					failed = true
+					dst.Close()
+				}
+			}
+		}()
+		write = func(b []byte) error {
+			ch <- chunk{b: append([]byte(nil), b...), due: time.Now().Add(d)}
+			return nil
+		}
+	}
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
@@ -149,7 +177,7 @@ func (p *zkProxy) pipe(dst, src net.Conn, fromServer bool) {
 				}
 			}
 			if !p.holeIn(src, dst) {
-				if _, werr := dst.Write(buf[:n]); werr != nil {
+				if werr := write(buf[:n]); werr != nil {
 					return
 				}
 			}
@@ -192,6 +220,22 @@ func (p *zkProxy) Sessions() []int64 {
 		out = append(out, id)
 	}
 	return out
+}
+
+// SetDelay makes the connections made from now on a slow link: every
+// byte is forwarded d after it arrived, both ways (the min-up fault's
+// operators: a read's answer and the write after it are a round trip
+// apart, wide enough for two operators to read before either writes).
+func (p *zkProxy) SetDelay(d time.Duration) {
+	p.mu.Lock()
+	p.delay = d
+	p.mu.Unlock()
+}
+
+func (p *zkProxy) latency() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.delay
 }
 
 // Blackhole drops every byte both ways, closing nothing, until Heal: the

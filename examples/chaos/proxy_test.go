@@ -167,3 +167,30 @@ func TestProxyBlackholeDropsBytesAndTheHealClosesWhatWasOpen(t *testing.T) {
 		t.Errorf("after the heal: %q, %v", got, err)
 	}
 }
+
+// A delayed proxy forwards every byte, in order, d after it came each
+// way: a round trip takes at least 2d.
+func TestProxyDelayIsARoundTripOfTwice(t *testing.T) {
+	p, err := newZKProxy([]string{echoServer(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	const d = 100 * time.Millisecond
+	p.SetDelay(d)
+	c, err := net.Dial("tcp", p.ConnectString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, msg := range []string{"one", "two"} {
+		start := time.Now()
+		got, err := roundTrip(c, msg)
+		if err != nil || got != msg+"\n" {
+			t.Fatalf("through the delayed proxy: %q, %v", got, err)
+		}
+		if took := time.Since(start); took < 2*d {
+			t.Errorf("a round trip took %v, want at least %v", took, 2*d)
+		}
+	}
+}

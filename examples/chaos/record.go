@@ -61,6 +61,7 @@ type node struct {
 	service, id  string
 	addr         string
 	up           bool
+	drained      bool // an operator's drain is on it (sd.MetadataDrainedBy)
 	owner        int64
 }
 
@@ -200,10 +201,10 @@ func (r *truthRecorder) read() {
 		switch {
 		case !ok || old.czxid != n.czxid:
 			came = append(came, history.Change{At: changeTime(n.ctime, r.lastRead, at), Kind: history.Created, Key: history.Key{Path: p, Czxid: n.czxid}, Zxid: n.czxid,
-				Service: n.service, ID: n.id, Addr: n.addr, Up: n.up, Owner: n.owner})
-		case old.version != n.version:
+				Service: n.service, ID: n.id, Addr: n.addr, Up: n.up, Drained: n.drained, Owner: n.owner})
+		case old.version != n.version, old.drained != n.drained:
 			came = append(came, history.Change{At: changeTime(n.mtime, r.lastRead, at), Kind: history.Changed, Key: history.Key{Path: p, Czxid: n.czxid}, Zxid: n.mzxid,
-				Service: n.service, ID: n.id, Addr: n.addr, Up: n.up, Owner: n.owner})
+				Service: n.service, ID: n.id, Addr: n.addr, Up: n.up, Drained: n.drained, Owner: n.owner})
 		}
 	}
 	// Deletions first (a path deleted and created again in one read),
@@ -336,7 +337,7 @@ func (r *truthRecorder) readService(svc string, seen map[string]node, parents ma
 			continue // malformed: no consumer publishes it either
 		}
 		seen[p] = node{czxid: st.Czxid, mzxid: st.Mzxid, ctime: time.UnixMilli(st.Ctime), mtime: time.UnixMilli(st.Mtime), version: st.Version, service: svc, id: inst.ID,
-			addr: inst.HostPort(), up: inst.Status() == sd.StatusUp, owner: st.EphemeralOwner}
+			addr: inst.HostPort(), up: inst.Status() == sd.StatusUp, drained: inst.Metadata[sd.MetadataDrainedBy] != "", owner: st.EphemeralOwner}
 	}
 	return nil
 }

@@ -38,6 +38,19 @@ const (
 	checkRecovered  = 30 * time.Second
 )
 
+// The providers' health check in robustness mode (GRACEKIT_HEALTH_*).
+const (
+	healthInterval = 250 * time.Millisecond
+	healthFailures = 2
+	healthHold     = time.Second
+)
+
+// healthDetect is how long a provider may take from its check failing to
+// its verdict written: a check per interval until healthFailures failed
+// (one more for the phase of the ticker), the hold after a transition, and
+// the status write's bound (2 intervals, provider's record).
+const healthDetect = healthInterval*(healthFailures+1) + healthHold + 2*healthInterval
+
 // robustBounds are the bounds every seed is held to, from its timeouts.
 var robustBounds = history.RunBounds(robustTimeout, robustReconnect)
 
@@ -54,6 +67,8 @@ type robustState struct {
 	crashes []history.Crash
 	stops   []history.Stop
 	writes  []history.Written
+	guards  []history.Guard
+	sick    []history.Sick
 	extra   []history.Violation // the driver's own findings: a fault that could not run, gateways that did not route again
 
 	truth   *truthRecorder
@@ -78,10 +93,10 @@ func (rs *robustState) env(d *driver, in *instance) {
 	armFailpoints(rs.seed, d.cfg, in.vars) // faults.go
 	if in.proxy != nil {
 		in.vars["PROVIDER_HEALTH_FILE"] = filepath.Join(d.tmp, "logs", in.id+".sick")
-		in.vars["GRACEKIT_HEALTH_INTERVAL"] = "250ms"
-		in.vars["GRACEKIT_HEALTH_FAILURES"] = "2"
+		in.vars["GRACEKIT_HEALTH_INTERVAL"] = healthInterval.String()
+		in.vars["GRACEKIT_HEALTH_FAILURES"] = strconv.Itoa(healthFailures)
 		in.vars["GRACEKIT_HEALTH_PASSES"] = "2"
-		in.vars["GRACEKIT_HEALTH_HOLD"] = "1s"
+		in.vars["GRACEKIT_HEALTH_HOLD"] = healthHold.String()
 	}
 }
 
@@ -211,16 +226,17 @@ func runRobust(cfg config) int {
 	})
 	defer stopSignals()
 
-	bins := map[string]string{providerService: filepath.Join(cfg.binDir, "provider"), gatewayService: filepath.Join(cfg.binDir, "gateway")}
-	if cfg.binDir == "" {
-		bin := filepath.Join(root, "bin")
-		logf("building examples/provider and examples/gateway")
-		if err := buildTagged(ctx, bin, robustTags(cfg), pkgProvider, pkgGateway); err != nil { // mutants.go
+	binDir := cfg.binDir
+	if binDir == "" {
+		binDir = filepath.Join(root, "bin")
+		logf("building examples/provider, examples/gateway and cmd/gracekit")
+		if err := buildTagged(ctx, binDir, robustTags(cfg), pkgProvider, pkgGateway, pkgCLI); err != nil { // mutants.go
 			fmt.Fprintln(os.Stderr, "chaos:", err)
 			return 1
 		}
-		bins = map[string]string{providerService: filepath.Join(bin, "provider"), gatewayService: filepath.Join(bin, "gateway")}
 	}
+	bins := map[string]string{providerService: filepath.Join(binDir, "provider"), gatewayService: filepath.Join(binDir, "gateway"),
+		cliName: filepath.Join(binDir, cliName)}
 	var total history.Report
 	violations, failedSeeds := 0, 0
 	for _, seed := range seeds {
@@ -433,7 +449,7 @@ func (d *driver) robustRun(ctx context.Context, rs *robustState) (*history.Histo
 	}
 	rs.mu.Lock()
 	h.Runs, h.Blinds, h.Heals, h.Crashes = slices.Clone(rs.runs), slices.Clone(rs.blinds), slices.Clone(rs.heals), slices.Clone(rs.crashes)
-	h.Stops, h.Writes = slices.Clone(rs.stops), slices.Clone(rs.writes)
+	h.Stops, h.Writes, h.Guards, h.Sick = slices.Clone(rs.stops), slices.Clone(rs.writes), slices.Clone(rs.guards), slices.Clone(rs.sick)
 	rs.mu.Unlock()
 	return h, nil
 }
@@ -702,7 +718,13 @@ func (d *driver) robustStep(ctx context.Context, rs *robustState, st step, round
 		if err := os.WriteFile(f, nil, 0o644); err != nil {
 			return err
 		}
+		sick := history.Sick{Service: p.service, ID: p.id, Path: d.nodePaths(g)[p.id], From: time.Now(), Detect: healthDetect,
+			ZKFault: rs.ensembleFaultIn(round)}
 		err := drive.SleepCtx(ctx, st.For)
+		sick.To = time.Now()
+		rs.mu.Lock()
+		rs.sick = append(rs.sick, sick)
+		rs.mu.Unlock()
 		if rerr := os.Remove(f); rerr != nil {
 			return rerr
 		}
@@ -768,6 +790,17 @@ func (d *driver) robustStep(ctx context.Context, rs *robustState, st step, round
 		return errors.Join(errs...)
 	}
 	return fmt.Errorf("unknown fault %q", st.Kind)
+}
+
+// ensembleFaultIn tells whether round has a fault of the ensemble (a
+// member, the leader, all of it, a lagging member): writes may wait it out.
+func (rs *robustState) ensembleFaultIn(round int) bool {
+	if round < 0 || round >= len(rs.sched.Rounds) {
+		return false
+	}
+	return slices.ContainsFunc(rs.sched.Rounds[round].Steps, func(st step) bool {
+		return slices.Contains([]string{kLeader, kMember, kEnsemble, kLag}, st.Kind)
+	})
 }
 
 // restart starts provider p again, on a new port, and waits until it is

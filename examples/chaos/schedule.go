@@ -41,6 +41,14 @@ const (
 	kLag = "lag"
 	// Drains, undrains and health flips of one provider, overlapping (Ops).
 	kOverlap = "overlap"
+	// N operators drain N providers of one group at once, each with
+	// gracekit drain -min-up <providers-1> (the CLI binary, through a slow
+	// link), hold what landed for For, and undrain it: at most one may land.
+	kMinUp = "minup"
+	// An operator drains a provider (sd.Drain), its session is expired
+	// while the drain holds, and the undrain comes For after it registered
+	// again: the re-created node must carry the drain (drain-held).
+	kDrainExpire = "drain-expire"
 )
 
 // The ops of an overlap step.
@@ -58,7 +66,7 @@ type timedOp struct {
 }
 
 var allKinds = []string{kBlackholeShort, kBlackholeLong, kResetShort, kResetLong, kLeader, kMember, kEnsemble,
-	kExpireProvider, kExpireConsumer, kSigterm, kKill, kHealth, kDrain, kFlips, kBurst, kStale, kLag, kOverlap}
+	kExpireProvider, kExpireConsumer, kSigterm, kKill, kHealth, kDrain, kFlips, kBurst, kStale, kLag, kOverlap, kMinUp, kDrainExpire}
 
 // step is one fault of a round.
 type step struct {
@@ -151,12 +159,15 @@ func newSchedule(seed int64, sh scheduleShape) schedule {
 			case kSigterm, kKill:
 				st.Group, st.Slot = r.IntN(sh.groups), r.IntN(sh.providers)
 				slot = fmt.Sprint("group", st.Group)
-			case kHealth, kDrain:
+			case kHealth, kDrain, kDrainExpire:
 				st.Group, st.Slot, st.For = r.IntN(sh.groups), r.IntN(sh.providers), ms(2000, 5000)
 				slot = fmt.Sprint("group", st.Group)
 			case kOverlap:
 				st.Group, st.Slot = r.IntN(sh.groups), r.IntN(sh.providers)
 				st.Ops, st.For = overlapOps(r), 0
+				slot = fmt.Sprint("group", st.Group)
+			case kMinUp:
+				st.Group, st.Slot, st.N, st.For = r.IntN(sh.groups), r.IntN(sh.providers), minUpOperators(r, sh), ms(1500, 3000)
 				slot = fmt.Sprint("group", st.Group)
 			case kStale:
 				// A consumer that reads through its own proxy: the stale
@@ -221,6 +232,12 @@ func overlapOps(r *rand.Rand) []timedOp {
 	return ops
 }
 
+// minUpOperators is how many operators a min-up step has: 2, or every
+// provider of the group.
+func minUpOperators(r *rand.Rand, sh scheduleShape) int {
+	return 2 + r.IntN(max(sh.providers-1, 1))
+}
+
 // failpointSpec is what seed arms inside the providers and gateways
 // (internal/failpoint, built with the gracekit_failpoints tag): each point
 // with probability 1/2, at 10 to 50% of its passes, for 50 to 800 ms. It
@@ -254,6 +271,8 @@ func (st step) String() string {
 		fmt.Fprintf(&b, "(×%d)", st.N)
 	case kStale:
 		fmt.Fprintf(&b, "(consumer %d ×%d)", st.Slot, st.N)
+	case kMinUp:
+		fmt.Fprintf(&b, "(group %d ×%d from slot %d)", st.Group, st.N, st.Slot+1)
 	case kOverlap:
 		var ops []string
 		for _, o := range st.Ops {

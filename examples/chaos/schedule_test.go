@@ -39,7 +39,7 @@ func TestSchedulesDrawEveryFaultAndOverlapThem(t *testing.T) {
 				switch st.Kind {
 				case kLeader, kMember, kEnsemble:
 					zk++
-				case kSigterm, kKill, kHealth, kDrain:
+				case kSigterm, kKill, kHealth, kDrain, kOverlap, kMinUp, kDrainExpire:
 					groups[st.Group]++
 				case kBlackholeLong, kResetLong:
 					if st.For <= testShape.sessionTimeout {

@@ -28,8 +28,9 @@ type Change struct {
 	Zxid    int64     `json:"zxid,omitempty"` // czxid (created), mzxid (changed); 0 for deleted (a watcher is not told)
 	Service string    `json:"service"`
 	ID      string    `json:"id"`
-	Addr    string    `json:"addr"` // host:port the node names
-	Up      bool      `json:"up"`   // status UP after the change; false when deleted
+	Addr    string    `json:"addr"`              // host:port the node names
+	Up      bool      `json:"up"`                // status UP after the change; false when deleted
+	Drained bool      `json:"drained,omitempty"` // drained by an operator (sd.MetadataDrainedBy set) after the change
 	Owner   int64     `json:"owner,omitempty"`
 }
 
@@ -145,6 +146,8 @@ type History struct {
 	Crashes        []Crash        `json:"crashes,omitempty"`
 	Stops          []Stop         `json:"stops,omitempty"`
 	Writes         []Written      `json:"writes,omitempty"`
+	Guards         []Guard        `json:"guards,omitempty"`     // min-up steps: operators draining one service at once
+	Sick           []Sick         `json:"sick,omitempty"`       // the schedule's health faults
 	Executions     map[string]int `json:"executions,omitempty"` // order key -> times a provider executed it
 }
 
@@ -269,6 +272,9 @@ func Check(h *History, b Bounds) Report {
 		{CheckAgree, Agree(h, b)},
 		{CheckWriteAck, WriteAck(h, t, b)},
 		{CheckAfterDrain, AfterDrain(h, b)},
+		{CheckMinUp, MinUp(h, t)},
+		{CheckAfterSick, AfterSick(h, t, b)},
+		{CheckDrainHeld, DrainHeld(h, t, b)},
 	} {
 		r.ByCheck[v.name] = v.r.Checks
 		r.add(v.r)

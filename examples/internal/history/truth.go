@@ -27,6 +27,7 @@ type Registration struct {
 	Created time.Time
 	Deleted time.Time // zero: there at the end
 	ups     []span    // when its status was UP
+	drains  []span    // when an operator's drain was on it
 }
 
 type span struct{ from, to time.Time } // to zero: open
@@ -83,6 +84,13 @@ func NewTruth(h *History) *Truth {
 		case wasUp && !nowUp:
 			r.ups[len(r.ups)-1].to = c.At
 		}
+		wasDrained, nowDrained := r.isDrained(), c.Kind != Deleted && c.Drained
+		switch {
+		case !wasDrained && nowDrained:
+			r.drains = append(r.drains, span{from: c.At})
+		case wasDrained && !nowDrained:
+			r.drains[len(r.drains)-1].to = c.At
+		}
 		if c.Kind == Deleted {
 			r.Deleted = c.At
 		}
@@ -105,6 +113,20 @@ func NewTruth(h *History) *Truth {
 }
 
 func (r *Registration) isUp() bool { return len(r.ups) > 0 && r.ups[len(r.ups)-1].to.IsZero() }
+
+func (r *Registration) isDrained() bool {
+	return len(r.drains) > 0 && r.drains[len(r.drains)-1].to.IsZero()
+}
+
+// drainedAt tells whether an operator's drain was on r at t.
+func (r *Registration) drainedAt(t time.Time) bool {
+	for _, s := range r.drains {
+		if !s.from.After(t) && (s.to.IsZero() || t.Before(s.to)) {
+			return true
+		}
+	}
+	return false
+}
 
 // UpWithin tells whether r was UP at some time in [from, to].
 func (r *Registration) UpWithin(from, to time.Time) bool {
