@@ -27,8 +27,10 @@ const (
 	// first load from ZooKeeper before it serves the service's snapshot:
 	// long enough for a healthy ensemble (a first load takes milliseconds)
 	// and for a connection that tries a dead server first, short enough to
-	// fit in fx's default start timeout (15 s) with the rest of a start.
-	DefaultSnapshotStartWait = 5 * time.Second
+	// fit in fx's default start timeout (15 s) with the rest of a start, and
+	// in grpcresolver's DefaultLoadTimeout (5 s). A caller's ctx that ends
+	// before it ends the wait without the snapshot.
+	DefaultSnapshotStartWait = 3 * time.Second
 	// DefaultSnapshotMaxAge is the age past which a snapshot is not served:
 	// a day, as Synapse's state_file_ttl.
 	DefaultSnapshotMaxAge = 24 * time.Hour
@@ -137,6 +139,15 @@ func (e *StaleError) Error() string {
 		fmt.Fprintf(&b, " %s (read %s ago)", s.Name, time.Since(s.ReadAt).Round(time.Second))
 	}
 	return b.String()
+}
+
+// SnapshotStartWait is how long Instancer waits for a first load before
+// it serves the snapshot; 0 without WithSnapshot.
+func (c *Consumer) SnapshotStartWait() time.Duration {
+	if c.snap == nil {
+		return 0
+	}
+	return c.snap.opts.startWait
 }
 
 // Live returns nil when no service is served from its snapshot, else a
