@@ -341,7 +341,10 @@ func firstLiveReadReplacesTheSnapshot(t *testing.T, mode sd.WatchMode) {
 		select {
 		case ev = <-events:
 		case <-deadline:
-			t.Fatalf("no live set %v; published %v", want, publishedNow(in))
+			for _, l := range rec.matching(slog.LevelDebug, "") {
+				t.Log(l)
+			}
+			t.Fatalf("no live set %v; published %v (stats %+v)", want, publishedNow(in), in.Stats())
 		}
 		if ev.Err == nil && slices.Equal(ev.Instances, want) {
 			break
