@@ -454,13 +454,14 @@ func (s *snapshots) ensureDir() error {
 	return nil
 }
 
-// A snapshotError says why a snapshot file is not served.
-type snapshotError struct{ reason string }
+// A snapshotError says why a snapshot file is not served; kind is the
+// reason without its figures (the log says each kind once).
+type snapshotError struct{ kind, reason string }
 
 func (e *snapshotError) Error() string { return e.reason }
 
 func badSnapshot(format string, args ...any) error {
-	return &snapshotError{fmt.Sprintf(format, args...)}
+	return &snapshotError{format, fmt.Sprintf(format, args...)}
 }
 
 // load is the sd.Fallback's Load: the set of v's snapshot, when there is
@@ -469,21 +470,24 @@ func badSnapshot(format string, args ...any) error {
 func (s *snapshots) load(v sd.View) (sd.PublishedSet, bool) {
 	p := filepath.Join(s.opts.dir, snapshotName(v))
 	set, err := s.read(p, v, time.Now())
-	switch {
-	case err == nil:
+	if err == nil {
 		return set, true
-	case errors.Is(err, fs.ErrNotExist):
-		s.log.Info("no snapshot of the service; waiting for ZooKeeper", "service", v.Service, "path", p)
-		return sd.PublishedSet{}, false
 	}
 	key := p + "\x00" + err.Error()
+	var bad *snapshotError
+	if errors.As(err, &bad) {
+		key = p + "\x00" + bad.kind
+	}
 	s.mu.Lock()
 	seen := s.logged[key]
 	s.logged[key] = true
 	s.mu.Unlock()
-	if !seen {
-		var bad *snapshotError
-		if errors.As(err, &bad) {
+	switch {
+	case seen:
+	case errors.Is(err, fs.ErrNotExist):
+		s.log.Info("no snapshot of the service; waiting for ZooKeeper", "service", v.Service, "path", p)
+	default:
+		if bad != nil {
 			s.log.Warn("ignoring the snapshot", "service", v.Service, "path", p, "reason", err.Error())
 		} else {
 			s.log.Warn("ignoring the snapshot: it cannot be read", "service", v.Service, "path", p, "reason", err.Error())
