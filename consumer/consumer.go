@@ -44,6 +44,7 @@ type options struct {
 	instancer []sd.InstancerOption
 	metrics   func(service string) []sd.InstancerOption
 	slowStart *endpoint.SlowStart // nil: none
+	snapshot  snapshotOptions
 }
 
 type optionFunc func(*options) error
@@ -110,6 +111,8 @@ type Consumer struct {
 	life    context.Context // ends when the Consumer stops: every call waiting on a load ends
 	endLife context.CancelFunc
 
+	snap *snapshots // nil without WithSnapshot
+
 	mu       sync.Mutex
 	client   *sd.Client          // set while started
 	services map[string]*service // nil once stopped
@@ -139,6 +142,9 @@ func New(sess *sd.Session, opts ...Option) (*Consumer, error) {
 	}
 	c := &Consumer{sess: sess, opts: o, log: o.logger.With("component", "consumer"), services: map[string]*service{}}
 	c.life, c.endLife = context.WithCancel(context.Background())
+	if o.snapshot.dir != "" {
+		c.snap = newSnapshots(c, o.snapshot)
+	}
 	return c, nil
 }
 
@@ -156,6 +162,9 @@ func (c *Consumer) Start(ctx context.Context) error {
 		c.mu.Lock()
 		c.client = cl
 		c.mu.Unlock()
+		if c.snap != nil {
+			c.snap.start()
+		}
 		return nil
 	})
 	if err != nil {
@@ -210,9 +219,23 @@ func (c *Consumer) Instancer(ctx context.Context, name string) (*sd.Instancer, e
 	// Stop ends the load too, whatever ctx says.
 	lctx, cancel := context.WithCancel(ctx)
 	stopLoad := context.AfterFunc(c.life, cancel)
-	in, err := sd.NewInstancerContext(lctx, client, name, opts...)
+	var in *sd.Instancer
+	var err error
+	if c.snap != nil {
+		in, err = sd.NewInstancerFallback(lctx, client, name, sd.Fallback{After: c.snap.opts.startWait, Load: c.snap.load}, opts...)
+	} else {
+		in, err = sd.NewInstancerContext(lctx, client, name, opts...)
+	}
 	stopLoad()
 	cancel()
+	if err == nil && c.snap != nil {
+		if readAt, stale := in.Stale(); stale {
+			c.snap.served(name, readAt)
+			c.log.Warn("ZooKeeper did not answer the first load in time; serving the service's snapshot until it does",
+				"service", name, "instances", len(in.Instances()), "read_at", readAt.Format(time.RFC3339), "age", time.Since(readAt).Round(time.Second),
+				"wait", c.snap.opts.startWait)
+		}
+	}
 	var changes *changeLog
 	if err == nil {
 		changes = startChangeLog(in, c.log.With("service", name), ChangeLogInterval)
@@ -388,6 +411,9 @@ func (c *Consumer) stop(ctx context.Context) error {
 // closeServices closes the Endpointers, then stops the Instancers.
 func (c *Consumer) closeServices() {
 	c.endLife()
+	if c.snap != nil {
+		c.snap.halt() // its last round reads the Instancers
+	}
 	c.mu.Lock()
 	services := c.services
 	c.services = nil

@@ -165,6 +165,22 @@ type Config struct {
 	SlowStartMinWeight  float64
 	NoSlowStart         bool
 
+	// SnapshotDir turns on the snapshot of Consumer and Gateway (and of
+	// Discovery's own watch of FlushGateways): each called service's last
+	// live set is kept in a file there, and served when ZooKeeper does not
+	// answer the service's first load within SnapshotStartWait, if younger
+	// than SnapshotMaxAge (consumer.WithSnapshot; docs/STATIC-STABILITY.md).
+	// Empty: no snapshot. Zero durations are consumer's defaults
+	// (consumer.DefaultSnapshotStartWait, consumer.DefaultSnapshotMaxAge).
+	SnapshotDir       string
+	SnapshotStartWait time.Duration
+	SnapshotMaxAge    time.Duration
+	// SnapshotRequireLive makes Discovery's readiness require a live view:
+	// not ready (/readyz 503, gRPC NOT_SERVING) while the app's consumer
+	// serves a service from its snapshot (GRACEKIT_SNAPSHOT_READINESS=
+	// require-live). By default an instance serving a snapshot is ready.
+	SnapshotRequireLive bool
+
 	// stopFromEnv: StopTimeout was read from GRACEKIT_STOP_TIMEOUT.
 	stopFromEnv bool
 	// fxStopTimeout is fx's stop timeout, when StopTimeout or FromEnv set it.
@@ -326,6 +342,9 @@ func configFromLookup(lookup func(string) (string, bool)) (Config, error) {
 			}
 			*f.p = x
 		}
+	}
+	if err := snapshotFromLookup(&c, get); err != nil {
+		return Config{}, err
 	}
 	c.stopFromEnv = c.StopTimeout != 0
 	return c, nil

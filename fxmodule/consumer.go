@@ -137,6 +137,11 @@ func (s *settings) consumerOver(sess *sd.Session, p commonParams) (*consumer.Con
 	if ss != nil {
 		opts = append(opts, ss)
 	}
+	snap, err := s.snapshot(p.Metrics)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, snap...)
 	c, err := consumer.New(sess, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("fxmodule: %w", err)

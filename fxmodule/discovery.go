@@ -183,6 +183,11 @@ func newDiscovery(p discoveryParams) (discoveryResult, error) {
 	if len(s.FlushGateways) > 0 {
 		opts = append(opts, provider.WithConsumer(watcher))
 	}
+	if s.SnapshotDir != "" {
+		// Static stability: serve through an outage at start, as the
+		// consumer does from its snapshot.
+		opts = append(opts, provider.WithRegisterWhenReachable())
+	}
 	if p.Route != nil {
 		opts = append(opts, provider.WithRoute(p.Route.path, p.Route.handler))
 	}
@@ -191,6 +196,7 @@ func newDiscovery(p discoveryParams) (discoveryResult, error) {
 		return discoveryResult{}, fmt.Errorf("fxmodule: %w", err)
 	}
 
+	var live *liveFollower // Config.SnapshotRequireLive's
 	appendLast(p.Common.Lifecycle, fx.Hook{
 		OnStart: func(ctx context.Context) error {
 			if ownWatch {
@@ -198,7 +204,11 @@ func newDiscovery(p discoveryParams) (discoveryResult, error) {
 					return fmt.Errorf("fxmodule: %w", err)
 				}
 			}
+			if s.SnapshotRequireLive && watcher != nil {
+				live = followLive(watcher, prov.Readiness())
+			}
 			if err := prov.Start(ctx); err != nil {
+				live.halt()
 				if ownWatch {
 					_ = watcher.Stop(context.WithoutCancel(ctx)) // bounded: closing a session is
 				}
@@ -206,6 +216,7 @@ func newDiscovery(p discoveryParams) (discoveryResult, error) {
 			}
 			if p.Twin != nil {
 				if err := p.Twin.start(ctx, sess, prov.Instance(), prov.Readiness(), log); err != nil {
+					live.halt()
 					_ = prov.Stop(context.WithoutCancel(ctx)) // bounded by the stop's own step timeouts
 					if ownWatch {
 						_ = watcher.Stop(context.WithoutCancel(ctx))
@@ -226,6 +237,7 @@ func newDiscovery(p discoveryParams) (discoveryResult, error) {
 						"left", left.Round(time.Millisecond), "bounds", s.stopTotal, "budget", s.StopTimeout)
 				}
 			}
+			live.halt() // the stop's unready holds from here on
 			var err error
 			if p.Twin != nil {
 				err = p.Twin.stop(ctx) // first: go-kit consumers drop us by its deletion

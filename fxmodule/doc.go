@@ -36,7 +36,8 @@
 // GRACEKIT_STOP_TIMEOUT); ConfigFromEnv reads the same variables for code
 // without fx. A field left zero takes the default shown; a role whose
 // required settings are unset fails with a *ConfigError naming them all. Consumer reads
-// only the GRACEKIT_ZK_* variables and GRACEKIT_BASE_PATH; Gateway also
+// only the GRACEKIT_ZK_* variables, GRACEKIT_BASE_PATH and the slow start's
+// and snapshot's; Gateway also
 // reads GRACEKIT_FLUSH_SECRET, GRACEKIT_FLUSH_PATH and
 // GRACEKIT_FLUSH_AUDIENCES; Discovery reads the others.
 //
@@ -65,6 +66,10 @@
 //	GRACEKIT_SLOW_START_WINDOW      SlowStartWindow     30s (DefaultSlowStartWindow)
 //	GRACEKIT_SLOW_START_AGGRESSION  SlowStartAggression 1 (linear)
 //	GRACEKIT_SLOW_START_MIN_WEIGHT  SlowStartMinWeight  0.1
+//	GRACEKIT_SNAPSHOT_DIR           SnapshotDir         none: no snapshot (docs/STATIC-STABILITY.md)
+//	GRACEKIT_SNAPSHOT_START_WAIT    SnapshotStartWait   3s (consumer.DefaultSnapshotStartWait)
+//	GRACEKIT_SNAPSHOT_MAX_AGE       SnapshotMaxAge      24h (consumer.DefaultSnapshotMaxAge)
+//	GRACEKIT_SNAPSHOT_READINESS     SnapshotRequireLive ready; require-live: not ready while serving a snapshot
 //
 // Durations are Go durations ("250ms", "2s"). fx does not tell a module the
 // app's stop timeout, so StopTimeout must repeat the value given to

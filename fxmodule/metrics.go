@@ -34,6 +34,11 @@ type Metrics struct {
 	// HealthTransitions counts the instance's health changes
 	// (provider.WithHealthCounter: label to = healthy or unhealthy).
 	HealthTransitions metrics.Counter
+	// SnapshotAge and SnapshotWriteFailures are the consumer's snapshot
+	// figures with Config.SnapshotDir (consumer.SnapshotMetrics), scoped
+	// With("service", <name>): declare a "service" label.
+	SnapshotAge           metrics.Gauge
+	SnapshotWriteFailures metrics.Counter
 }
 
 // instancerOptions scopes the Instancer metrics to service; it is the

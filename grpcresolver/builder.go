@@ -64,7 +64,8 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // LoadTimeout bounds each attempt at a service's first load (default 5 s,
-// minimum 1 ms). A resolver that could not load its service within it
+// minimum 1 ms; longer than the consumer's snapshot start wait, when it
+// keeps a snapshot: consumer.WithSnapshot). A resolver that could not load its service within it
 // reports the error to its ClientConn, which fails RPCs that do not wait
 // for ready, and tries again with a backoff.
 func LoadTimeout(d time.Duration) Option {
@@ -148,6 +149,10 @@ func NewBuilder(c *consumer.Consumer, opts ...Option) (*Builder, error) {
 		if err := opt.apply(&o); err != nil {
 			return nil, err
 		}
+	}
+	if w := c.SnapshotStartWait(); w > 0 && o.loadTimeout <= w {
+		// Each attempt would end before the snapshot is served.
+		return nil, fmt.Errorf("grpcresolver: invalid load timeout %v (must be longer than the consumer's snapshot start wait, %v, or ClientConns never resolve from the snapshot)", o.loadTimeout, w)
 	}
 	return &Builder{c: c, opts: o, log: o.logger.With("component", "grpcresolver"), watched: map[string]*watched{}}, nil
 }

@@ -53,7 +53,12 @@
 //     (RecoveryHold): providers whose sessions expired during the outage
 //     are about to register again, so it is held back for a while.
 //   - Before the first load there is nothing to push; a load that fails
-//     within LoadTimeout is reported and tried again.
+//     within LoadTimeout is reported and tried again. A consumer with a
+//     snapshot (consumer.WithSnapshot) that ZooKeeper does not answer
+//     serves the service's snapshot after its start wait, and so do its
+//     ClientConns, without reporting an error, until the first live read
+//     replaces it (docs/STATIC-STABILITY.md); LoadTimeout must be longer
+//     than that wait.
 //   - ResolveNow is a resync hint; it never blocks.
 //
 // A resolver runs one goroutine, which Close stops and waits for. The

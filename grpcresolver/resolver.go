@@ -100,10 +100,10 @@ func (r *ccResolver) run() {
 		case ev := <-events:
 			err = ev.Err
 		case <-r.now:
-			err = in.Err()
+			err = viewErr(in)
 		case <-holdC:
 			holdC = nil
-			err = in.Err()
+			err = viewErr(in)
 		}
 		wait := r.update(in, err)
 		if hold != nil {
@@ -115,6 +115,15 @@ func (r *ccResolver) run() {
 			holdC = hold.C
 		}
 	}
+}
+
+// viewErr is the Instancer's error, nil while it serves a snapshot's set
+// (sd.NewInstancerFallback): that set is pushed, as its events push it.
+func viewErr(in *sd.Instancer) error {
+	if _, stale := in.Stale(); stale {
+		return nil
+	}
+	return in.Err()
 }
 
 // load gets the service's Instancer from the consumer, one bounded attempt

@@ -130,6 +130,7 @@ type options struct {
 	routes    []route
 
 	healthCounter metrics.Counter
+	registerLater bool // WithRegisterWhenReachable
 }
 
 type route struct {
@@ -215,6 +216,8 @@ type Provider struct {
 	health   *healthLoop        // while started with a HealthCheck
 	drain    *drainLoop         // while started
 	verdict  verdict            // what holds the instance out of rotation
+	client   *sd.Client         // the session's, made at Start
+	late     lateRegistration   // WithRegisterWhenReachable's (register_later.go)
 }
 
 // ErrServerShutDown is returned by a Start after a failed Start that had
@@ -481,7 +484,7 @@ func (p *Provider) start(ctx context.Context) error {
 		return err
 	}
 	p.mu.Lock()
-	p.reg, p.seq = reg, seq
+	p.reg, p.seq, p.client = reg, seq, client
 	p.mu.Unlock()
 	if err := seq.Start(ctx); err != nil {
 		// The rollback gave the share back and closed what it served; a
@@ -638,10 +641,16 @@ func (p *Provider) czxid() int64 {
 type registration struct{ p *Provider }
 
 func (r registration) RegisterContext(ctx context.Context) error {
-	return r.p.Registrar().RegisterContext(ctx)
+	r.p.mu.Lock()
+	reg, client := r.p.reg, r.p.client
+	r.p.mu.Unlock()
+	return r.p.register(ctx, reg, client)
 }
 
 func (r registration) SetStatus(ctx context.Context, s sd.Status) error {
+	if pending, err := r.p.endLate(ctx); pending || err != nil {
+		return err // never registered: nothing to take out
+	}
 	if reg := r.p.Registrar(); reg != nil {
 		return reg.SetStatus(ctx, s)
 	}
@@ -649,8 +658,15 @@ func (r registration) SetStatus(ctx context.Context, s sd.Status) error {
 }
 
 func (r registration) DeregisterContext(ctx context.Context) error {
-	if reg := r.p.Registrar(); reg != nil {
-		return reg.DeregisterContext(ctx)
+	pending, err := r.p.endLate(ctx)
+	if err != nil {
+		return err
 	}
-	return nil
+	r.p.mu.Lock()
+	reg, client := r.p.reg, r.p.client
+	r.p.mu.Unlock()
+	if reg == nil || pending && !client.HadSession() {
+		return nil // nothing was ever created
+	}
+	return reg.DeregisterContext(ctx)
 }

@@ -176,6 +176,7 @@ type Instancer struct {
 	version   uint64
 	subs      map[chan<- kitsd.Event]*subscriber
 	firstDone bool
+	fallback  fallbackState // a set published before the first load (instancer_fallback.go)
 
 	// Watches armed (see instancer_watch.go).
 	childWatch bool                   // children watch on the service node

@@ -59,7 +59,12 @@ func (in *Instancer) Register(ch chan<- kitsd.Event) {
 }
 
 // eventLocked is the current event, with a copy of the set. in.mu must be held.
+// A fallback's set goes without the error (NewInstancerFallback): go-kit's
+// subscribers would not use it otherwise.
 func (in *Instancer) eventLocked() kitsd.Event {
+	if in.staleLocked() {
+		return kitsd.Event{Instances: slices.Clone(in.pub)}
+	}
 	return kitsd.Event{Instances: slices.Clone(in.pub), Err: in.pubErr}
 }
 

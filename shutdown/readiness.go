@@ -20,6 +20,8 @@ type Readiness struct {
 	// drained says an operator took the instance out (gracekit drain); it
 	// only changes what /readyz says, SetHealthy(false) takes it out.
 	drained atomic.Bool
+	// stale: what the instance calls is known from a snapshot only (SetLive).
+	stale atomic.Bool
 
 	mu   sync.Mutex // serializes changes with their notifications
 	subs map[int]func(ready bool)
@@ -39,7 +41,7 @@ const (
 func (r *Readiness) SetReady() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.state.CompareAndSwap(stateNotReady, stateReady) && !r.sick.Load() {
+	if r.state.CompareAndSwap(stateNotReady, stateReady) && !r.sick.Load() && !r.stale.Load() {
 		r.notifyLocked(true)
 	}
 }
@@ -54,8 +56,25 @@ func (r *Readiness) SetHealthy(healthy bool) {
 	if r.sick.Swap(!healthy) == !healthy {
 		return // no change
 	}
-	if r.state.Load() == stateReady {
+	if r.state.Load() == stateReady && !r.stale.Load() {
 		r.notifyLocked(healthy)
+	}
+}
+
+// SetLive records whether the instance's view of the services it calls
+// is live (read from the registry), for an instance whose readiness
+// requires one: a stale view (a consumer serving from its snapshot) is
+// not ready (/readyz answers 503 "serving from a snapshot", the gRPC
+// health service NOT_SERVING) until it is live again; a stopping
+// instance stays not ready whatever this says. Never called, it is live.
+func (r *Readiness) SetLive(live bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stale.Swap(!live) == !live {
+		return // no change
+	}
+	if r.state.Load() == stateReady && !r.sick.Load() {
+		r.notifyLocked(live)
 	}
 }
 
@@ -72,7 +91,7 @@ func (r *Readiness) Healthy() bool { return !r.sick.Load() }
 func (r *Readiness) SetUnready() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.state.Swap(stateStopping) == stateReady && !r.sick.Load() {
+	if r.state.Swap(stateStopping) == stateReady && !r.sick.Load() && !r.stale.Load() {
 		r.notifyLocked(false)
 	}
 }
@@ -106,11 +125,14 @@ func (r *Readiness) notifyLocked(ready bool) {
 }
 
 // Ready reports whether the instance is ready.
-func (r *Readiness) Ready() bool { return r.state.Load() == stateReady && !r.sick.Load() }
+func (r *Readiness) Ready() bool {
+	return r.state.Load() == stateReady && !r.sick.Load() && !r.stale.Load()
+}
 
 // ReadyHandler answers /readyz: 200 "ok" when ready, 503 "not ready" before
 // registration succeeded, 503 "unhealthy" while the health check fails (or
-// "drained by operator", see SetDrained) and 503 "stopping" once the stop
+// "drained by operator", see SetDrained), 503 "serving from a snapshot"
+// while the view is stale (SetLive) and 503 "stopping" once the stop
 // began.
 func (r *Readiness) ReadyHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -122,6 +144,10 @@ func (r *Readiness) ReadyHandler() http.Handler {
 					return
 				}
 				writeText(w, http.StatusServiceUnavailable, "unhealthy")
+				return
+			}
+			if r.stale.Load() {
+				writeText(w, http.StatusServiceUnavailable, "serving from a snapshot")
 				return
 			}
 			writeText(w, http.StatusOK, "ok")
