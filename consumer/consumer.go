@@ -32,6 +32,7 @@ import (
 // The Endpointers weigh instances by what the Instancer tells of them, and
 // key each ramp by its registration.
 var _ endpoint.RegistrationDescriber = (*sd.Instancer)(nil)
+
 // An Endpoint's balancer names the service and says whether none is
 // registered or none is UP when it has no instance to pick.
 var _ endpoint.InstanceCounter = (*sd.Instancer)(nil)
