@@ -12,6 +12,9 @@ import (
 // in zxidConns.
 func (c *Client) zxidDialer(d DialFunc) DialFunc {
 	return func(network, address string, timeout time.Duration) (net.Conn, error) {
+		if c.ownLost() {
+			return newExpiredConn(), nil // lost.go
+		}
 		conn, err := d(network, address, timeout)
 		if err != nil {
 			return nil, err
@@ -21,11 +24,14 @@ func (c *Client) zxidDialer(d DialFunc) DialFunc {
 }
 
 // zxidConn is a connection of the Client's own session: it notes the
-// zxid of every reply go-zookeeper reads (Client.sawZxid), and raises the
-// lastZxidSeen of its handshake, the connection's first write, to the
-// highest zxid the Client saw. go-zookeeper sends its own last zxid, but
-// sets it to 0 when its session expires, so its first handshake after an
-// expiry would be taken by a server behind what the Client already read.
+// zxid of every reply go-zookeeper reads (Client.sawZxid) and the session
+// timeout the server granted, and raises the lastZxidSeen of its
+// handshake, the connection's first write, to the highest zxid the
+// session's zxid order saw. go-zookeeper sends its own last zxid, but sets
+// it to 0 when its session expires, so its first handshake after an expiry
+// would be taken by a server behind what the Client already read. The
+// order starts anew only when the session is lost (lost.go): the dialer
+// then hands go-zookeeper an expiry instead of a connection.
 // Why here: go-zookeeper v1.0.4 has no option for it, and its dialer is
 // the one place between it and the wire.
 //
@@ -104,6 +110,9 @@ func (z *zxidConn) scan(b []byte) {
 			if xid != zkwire.XidAuth {
 				z.c.sawZxid(int64(binary.BigEndian.Uint64(z.hdr[8:16])))
 			}
+		} else if ms := int32(binary.BigEndian.Uint32(z.hdr[8:12])); ms > 0 {
+			// The ConnectResponse: protocolVersion, timeOut, sessionId, ...
+			z.c.ownTimeout.Store(int64(ms))
 		}
 		z.replies = true
 		z.skip = int(binary.BigEndian.Uint32(z.hdr[:4])) - 12

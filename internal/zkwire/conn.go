@@ -240,6 +240,9 @@ func (c *Conn) Addr() string { return c.addr }
 // Passwd is the session's password, to resume it (Config.Passwd).
 func (c *Conn) Passwd() []byte { return c.passwd }
 
+// Timeout is the session timeout the server granted.
+func (c *Conn) Timeout() time.Duration { return c.timeout }
+
 // LastZxid is the highest zxid the Conn has seen: Config.LastZxid, or
 // a later one from a reply's header (the server's last zxid when it
 // answered), a ping's included. Java's client leaves pings out; they count
