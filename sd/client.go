@@ -253,12 +253,13 @@ type Client struct {
 	authErr     error         // set before authDone closes
 
 	// The own session's loss and sync (lost.go).
-	ownDown    atomic.Int64 // unix nanos since the own session has had no connection; 0 while it has one, and before the first
-	ownTimeout atomic.Int64 // ms, the session timeout the server granted the own session (zxidconn.go)
-	zmu        sync.Mutex   // orders resetOwnZxid and sawOwnZxid
-	zlineage   uint64       // counts the own session's losses; under zmu
-	zsynced    uint64       // the last zlineage whose session synced; under zmu
-	syncing    *syncCall    // the sync under way, nil while none; under mu
+	ownDown    atomic.Int64           // unix nanos since the own session has had no connection; 0 while it has one, and before the first
+	ownTimeout atomic.Int64           // ms, the session timeout the server granted the own session (zxidconn.go)
+	ownRefused atomic.Pointer[string] // the last server that closed the own session's handshake since it had a connection
+	zmu        sync.Mutex             // orders resetOwnZxid and sawOwnZxid
+	zlineage   uint64                 // counts the own session's losses; under zmu
+	zsynced    uint64                 // the last zlineage whose session synced; under zmu
+	syncing    *syncCall              // the sync under way, nil while none; under mu
 }
 
 // ParseConnectString splits "host:port,host:port/chroot" into its servers
@@ -521,6 +522,7 @@ func (c *Client) dispatch(ev SessionEvent) {
 	c.mu.Lock()
 	if ev.State == StateHasSession {
 		c.ownDown.Store(0)
+		c.ownRefused.Store(nil)
 		c.sessions++
 		if c.sessions > 1 {
 			c.settleUntil.Store(time.Now().Add(reconnectSettle).UnixNano())

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"time"
+
+	"github.com/gracekit/gracekit/internal/zkwire"
 )
 
 // A lost session, and the zxid order a new one starts.
@@ -14,18 +16,29 @@ import (
 // ZooKeeper orders zxids within a session: a session resumed on another
 // server sends the last zxid it saw, and a server behind it refuses it
 // (zxidconn.go, zkwire.Config.LastZxid). Across sessions there is no such
-// order to keep. A session that has had no live connection for its session
-// timeout, whether no server answered or every server refused it, is lost,
-// as Curator's ConnectionStateManager decides: the ensemble has expired it,
-// or the ensemble is not the one that knew it (one restored from a backup
-// is behind every zxid the session saw, and would refuse it for ever). A
-// new session takes its place, from zxid 0, and syncs before its first
-// read, so that the read sees every write the ensemble committed before it
-// (with no zxid of its own yet, nothing else keeps it off a follower
-// behind the leader); its first published set is that read, even when
-// older than what the lost session showed. The fences hold within the new
-// session as they did within the old one. The Client's first session has
-// shown nothing yet, and does not sync.
+// order to keep. A session is lost when it has had no live connection for
+// its session timeout and a server that runs is behind it: one restored
+// from an older backup, which would refuse it for ever. Curator's
+// ConnectionStateManager calls a session LOST after its timeout alone; a
+// session that is only without a server (a whole ensemble restarting, a
+// partition) is kept here, since the ensemble may hold it still (a
+// restarted server gives every session a fresh timeout) and with it the
+// provider's ephemeral node, and a server that expired it says so.
+//
+// Which server is behind is asked, not guessed: a server that closed a
+// session's handshake, or whose answers a fence refused, is probed
+// (behind) with a session of the probe's own, from zxid 0, synced with the
+// leader, and its last zxid compared with the session's. A server starting
+// up or cut off from its quorum closes the probe too, or cannot sync it,
+// and is not behind.
+//
+// A new session takes the lost one's place, from zxid 0, and syncs before
+// its first read, so that the read sees every write the ensemble committed
+// before it (with no zxid of its own yet, nothing else keeps it off a
+// follower behind the leader); its first published set is that read, even
+// when older than what the lost session showed. The fences hold within the
+// new session as they did within the old one. The Client's first session
+// has shown nothing yet, and does not sync.
 //
 // This file does it for the Client's own (go-zookeeper) session; the watch
 // session does the same in its run loop (watchsession.go).
@@ -41,21 +54,69 @@ func (c *Client) ownSessionTimeout() time.Duration {
 
 // ownLost is asked at each dial of the own session: it tells whether the
 // session is lost and go-zookeeper must be told it expired (expire). When
-// the session has had no connection for its timeout, the zxid order
-// starts anew (the next handshake sends 0), and the clock starts again
-// for the session that follows.
+// the session has had no connection for its timeout and the last server
+// that closed its handshake is behind it, the zxid order starts anew (the
+// next handshake sends 0).
 func (c *Client) ownLost() (expire bool) {
 	down := c.ownDown.Load()
 	timeout := c.ownSessionTimeout()
 	if down == 0 || time.Since(time.Unix(0, down)) < timeout {
 		return false
 	}
-	c.ownDown.Store(time.Now().UnixNano())
+	addr := c.ownRefused.Swap(nil) // probed once per refusal
+	if addr == nil {
+		return false
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { // Close ends the probe
+		select {
+		case <-c.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	zxid := c.zxid.Load()
+	at, behind := c.behind(ctx, *addr, zxid)
+	if !behind {
+		return false
+	}
 	c.resetOwnZxid()
 	sid := c.SessionID()
-	c.logger.Warn("the session had no server for its timeout: lost; a new session starts from zxid 0 and syncs before it reads",
-		"session", hexSession(sid), "timeout", timeout)
+	c.logger.Warn("the session had no server for its timeout and a server is behind it: lost; a new session starts from zxid 0 and syncs before it reads",
+		"session", hexSession(sid), "server", *addr, "server_zxid", fmt.Sprintf("%#x", at), "session_zxid", fmt.Sprintf("%#x", zxid))
 	return sid != 0
+}
+
+// behind tells whether the server at addr runs and is behind zxid, the
+// last zxid a session saw, and its last zxid: it opens a session of its
+// own there (zxid 0, which no server refuses for its zxid), syncs it with
+// the leader, reads, and closes it. A server that does not take the probe
+// or cannot sync it (starting up, cut off from its quorum) is not behind.
+// It ends within the session timeout, or with ctx.
+func (c *Client) behind(ctx context.Context, addr string, zxid int64) (at int64, behind bool) {
+	if zxid <= 0 {
+		return 0, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.opts.sessionTimeout)
+	defer cancel()
+	conn, err := c.dialWatch(ctx, addr, 0, nil, 0, nil)
+	if err != nil {
+		return 0, false
+	}
+	defer conn.Close()
+	calls := conn.SendAll(
+		zkwire.Req{Op: zkwire.OpSync, Body: zkwire.SyncBody("/")},
+		zkwire.Req{Op: zkwire.OpGetData, Body: zkwire.GetDataBody("/")},
+	)
+	if _, err := calls[0].Wait(ctx); err != nil {
+		return 0, false
+	}
+	if _, err := calls[1].Wait(ctx); err != nil && zkwire.Code(err) == 0 {
+		return 0, false // an error code (an ACL on /) still carries the zxid
+	}
+	at = conn.LastZxid()
+	return at, at < zxid
 }
 
 // resetOwnZxid starts the own session's zxid order anew: its next

@@ -37,10 +37,11 @@ import (
 // Its handshakes send the highest zxid the session saw (zxid), so that a
 // server behind it refuses it; that order holds from a session to the one
 // that replaces an expired one, until the session is lost: no live
-// connection for its timeout (see lost.go). The next session then starts
-// from zxid 0 and syncs before its first read. A
-// connection that ends before it lived (watchLived), refused by the feeds'
-// fences for instance, is a failed attempt: the next waits for the backoff.
+// connection for its timeout, and a server that runs behind it (see
+// lost.go). The next session then starts from zxid 0 and syncs before its
+// first read. A connection that ends before it lived (watchLived), refused
+// by the feeds' fences for instance, is a failed attempt: the next waits
+// for the backoff.
 //
 // It opens when its first feed subscribes and closes when its last one
 // leaves, or with the Client. It dials the servers in the Client's own
@@ -242,7 +243,8 @@ func (ws *watchSession) run() {
 	var passwd []byte
 	var alive time.Time // when the session was last known alive; zero before the first
 	timeout := ws.c.SessionTimeout()
-	server := 0 // into the Client's shuffled servers
+	suspect := "" // the last server that refused the session or dropped it before it lived
+	server := 0   // into the Client's shuffled servers
 	for {
 		ws.mu.Lock()
 		idle := len(ws.subs) == 0
@@ -261,20 +263,25 @@ func (ws *watchSession) run() {
 		}
 		servers := ws.c.hp.list()
 		addr := servers[server%len(servers)]
-		if !alive.IsZero() && time.Since(alive) >= timeout && (sid != 0 || ws.zxid.Load() != 0) {
-			// Lost (see lost.go): no server took it for its timeout. A
-			// new session, from zxid 0, in a zxid order of its own.
-			ws.logger.Warn("the watch session had no server for its timeout: lost; a new session starts from zxid 0 and syncs before it reads",
-				"session", hexSession(sid), "timeout", timeout)
-			if sid != 0 {
-				ws.setState(StateExpired, 0, addr)
+		if suspect != "" && !alive.IsZero() && time.Since(alive) >= timeout {
+			zxid := ws.zxid.Load()
+			at, behind := ws.c.behind(ws.ctx, suspect, zxid)
+			if behind {
+				// Lost (see lost.go): no live connection for its timeout,
+				// and a server that runs is behind it. A new session, from
+				// zxid 0, in a zxid order of its own.
+				ws.logger.Warn("the watch session had no server for its timeout and a server is behind it: lost; a new session starts from zxid 0 and syncs before it reads",
+					"session", hexSession(sid), "server", suspect, "server_zxid", fmt.Sprintf("%#x", at), "session_zxid", fmt.Sprintf("%#x", zxid))
+				if sid != 0 {
+					ws.setState(StateExpired, 0, addr)
+				}
+				sid, passwd = 0, nil
+				ws.zxid.Store(0)
+				ws.mu.Lock()
+				ws.lineage++
+				ws.mu.Unlock()
 			}
-			sid, passwd = 0, nil
-			ws.zxid.Store(0)
-			ws.mu.Lock()
-			ws.lineage++
-			ws.mu.Unlock()
-			alive = time.Now() // the new session's wait starts now
+			suspect = "" // probed once per refusal
 		}
 		if State(ws.state.Load()) == StateUnknown {
 			ws.setState(StateConnecting, 0, addr)
@@ -298,6 +305,9 @@ func (ws *watchSession) run() {
 			sid, passwd = 0, nil // a new one, at once
 			continue
 		case err != nil:
+			if errors.Is(err, zkwire.ErrRefused) {
+				suspect = addr
+			}
 			if zkwire.Code(err) != 0 {
 				// The server answered, and not that it cannot: worth a word.
 				ws.logger.Warn("adding a recursive watch failed; trying the next server", "server", addr, "err", err)
@@ -315,7 +325,7 @@ func (ws *watchSession) run() {
 			ws.resumed.Add(1)
 		} else {
 			ws.created.Add(1)
-			alive = began
+			alive, suspect = began, ""
 		}
 		sid, passwd, timeout = conn.SessionID(), conn.Passwd(), conn.Timeout()
 		ws.setState(StateHasSession, sid, addr)
@@ -335,8 +345,10 @@ func (ws *watchSession) run() {
 		ws.saw(conn.LastZxid()) // before the next handshake, which sends it
 		lived := time.Since(began) >= watchLived
 		if lived {
-			alive = time.Now()
+			alive, suspect = time.Now(), ""
 			bo.Reset()
+		} else if keep {
+			suspect = addr // dropped before it lived: a fence may have refused what it answered
 		}
 		if keep {
 			conn.Drop() // lost: the next connection resumes the session

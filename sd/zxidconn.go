@@ -2,6 +2,7 @@ package sd
 
 import (
 	"encoding/binary"
+	"errors"
 	"net"
 	"time"
 
@@ -19,7 +20,7 @@ func (c *Client) zxidDialer(d DialFunc) DialFunc {
 		if err != nil {
 			return nil, err
 		}
-		return &zxidConn{Conn: conn, c: c}, nil
+		return &zxidConn{Conn: conn, c: c, addr: address}, nil
 	}
 }
 
@@ -39,6 +40,7 @@ func (c *Client) zxidDialer(d DialFunc) DialFunc {
 type zxidConn struct {
 	net.Conn
 	c       *Client
+	addr    string
 	written bool
 
 	// The reply stream, as read so far.
@@ -73,6 +75,12 @@ func (z *zxidConn) Read(p []byte) (int, error) {
 	n, err := z.Conn.Read(p)
 	if !z.lost {
 		z.scan(p[:n])
+	}
+	var ne net.Error
+	if err != nil && n == 0 && z.written && !z.replies && z.have == 0 && !(errors.As(err, &ne) && ne.Timeout()) {
+		// The server closed the handshake, as one behind the zxid it sent
+		// does (or one not serving yet): ownLost may ask it which.
+		z.c.ownRefused.Store(&z.addr)
 	}
 	return n, err
 }
