@@ -179,7 +179,14 @@ func (k *Catalog) runRecursive() (refused bool) {
 	bo.InitialInterval, bo.MaxInterval = 50*time.Millisecond, 5*time.Second
 	retry := time.NewTimer(time.Hour)
 	defer retry.Stop()
-	var readZxid int64 // what the set was read at, at least (as Instancer.behind)
+	var readZxid int64   // what the set was read at, at least (as Instancer.behind)
+	var readOrder uint64 // the watch session's zxid order readZxid is in
+	readAt := func(w recWork) {
+		if readOrder != w.lineage {
+			readZxid, readOrder = 0, w.lineage // a new session, from zxid 0 (lost.go)
+		}
+		readZxid = max(readZxid, w.conn.LastZxid())
+	}
 	for {
 		select {
 		case <-k.ctx.Done():
@@ -196,7 +203,7 @@ func (k *Catalog) runRecursive() (refused bool) {
 		}
 		if w.full {
 			names, zxid, err := listOver(k.ctx, w.conn, w.list, k.base)
-			if err == nil && zxid > 0 && zxid < readZxid {
+			if err == nil && zxid > 0 && zxid < readZxid && readOrder == w.lineage {
 				k.o.logger.Warn("a server answered from behind the services already published; not publishing them, trying another server",
 					"server", w.conn.Addr(), "zxid", fmt.Sprintf("%#x", zxid), "published_zxid", fmt.Sprintf("%#x", readZxid))
 				w.conn.Drop() // the watch session resumes on the next server
@@ -216,7 +223,7 @@ func (k *Catalog) runRecursive() (refused bool) {
 				set[n] = true
 			}
 			k.set(set)
-			readZxid = max(readZxid, w.conn.LastZxid())
+			readAt(w)
 			continue
 		}
 		k.mu.Lock()
@@ -230,7 +237,7 @@ func (k *Catalog) runRecursive() (refused bool) {
 			}
 		}
 		k.set(set)
-		readZxid = max(readZxid, w.conn.LastZxid())
+		readAt(w)
 	}
 }
 

@@ -243,7 +243,7 @@ type Client struct {
 	up          chan struct{} // closed while the own session is up; under mu
 	sessions    int           // StateHasSession events seen
 	settleUntil atomic.Int64  // unix nanos: a new connection's watch re-send is settling until then
-	zxid        atomic.Int64  // the highest zxid the Client's zkwire sessions saw (see dialWatch)
+	zxid        atomic.Int64  // the highest zxid the own session (and its bulk reads) saw since its zxid order began (lost.go)
 	zkWanted    chan struct{} // closed by wantSession
 	zkReady     chan struct{} // closed once conn is set (nil only if Close came first)
 	zkDone      chan struct{} // closed when the goroutine that made conn ended
@@ -251,6 +251,15 @@ type Client struct {
 	wantedAt    atomic.Int64  // unix nanos of the first wantSession
 	authDone    chan struct{} // closed when digest auth was answered (at once without it)
 	authErr     error         // set before authDone closes
+
+	// The own session's loss and sync (lost.go).
+	ownDown    atomic.Int64           // unix nanos since the own session has had no connection; 0 while it has one, and before the first
+	ownTimeout atomic.Int64           // ms, the session timeout the server granted the own session (zxidconn.go)
+	ownRefused atomic.Pointer[string] // the last server that closed the own session's handshake since it had a connection
+	zmu        sync.Mutex             // orders resetOwnZxid and sawOwnZxid
+	zlineage   uint64                 // counts the own session's losses; under zmu
+	zsynced    uint64                 // the last zlineage whose session synced; under zmu
+	syncing    *syncCall              // the sync under way, nil while none; under mu
 }
 
 // ParseConnectString splits "host:port,host:port/chroot" into its servers
@@ -512,6 +521,8 @@ func (c *Client) dispatch(ev SessionEvent) {
 	c.logger.Debug("session event", "state", ev.State.String(), "session", hexSession(ev.SessionID), "server", ev.Server)
 	c.mu.Lock()
 	if ev.State == StateHasSession {
+		c.ownDown.Store(0)
+		c.ownRefused.Store(nil)
 		c.sessions++
 		if c.sessions > 1 {
 			c.settleUntil.Store(time.Now().Add(reconnectSettle).UnixNano())
@@ -525,6 +536,7 @@ func (c *Client) dispatch(ev SessionEvent) {
 			close(c.up)
 		}
 	} else if c.sessions > 0 {
+		c.ownDown.CompareAndSwap(0, time.Now().UnixNano()) // see ownLost
 		// Stored under mu, so that a late event of the old connection
 		// cannot overwrite the new one's deadline out of order.
 		c.settleUntil.Store(settlePending)
@@ -558,7 +570,8 @@ func (c *Client) dispatch(ev SessionEvent) {
 // before its session event reached us: so from a disconnect on
 // (settlePending) calls wait for the new connection, then for it to
 // settle. This is the one settle wait of the Client's calls; every call
-// path of ours asks it first. Asking is what opens the session.
+// path of ours asks it first. Asking is what opens the session. A new
+// session's first call waits for its sync too (syncOwn).
 func (c *Client) awaitSettled(ctx context.Context) error {
 	c.wantSession()
 	var never <-chan time.Time // the connect timeout, while no session ever came
@@ -595,7 +608,7 @@ func (c *Client) awaitSettled(ctx context.Context) error {
 		}
 		d := time.Until(time.Unix(0, until))
 		if d <= 0 {
-			return nil
+			return c.syncOwn(ctx) // a new session's first call syncs it (lost.go)
 		}
 		t := time.NewTimer(d)
 		select {

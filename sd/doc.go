@@ -23,6 +23,9 @@
 //	                                                             watches and re-reads every service in bulk
 //	both     expired      the server ended it                    a new session at once; Registrars re-create
 //	                                                             their nodes, Instancers re-read
+//	both     lost         no server took it for its timeout,     expired, by the Client: a new session from
+//	                      and one that runs is behind it (an     zxid 0 that syncs before its first read
+//	                      ensemble restored from a backup)       (docs/ROBUSTNESS.md)
 //	watch    closed       its last Instancer or Catalog stopped  the next one opens it again
 //	both     closed       Client.Close                           calls and running Instancers end: ErrClosed
 //

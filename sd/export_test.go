@@ -50,9 +50,15 @@ func WatchRoots(c *Client) []string {
 func OwnSessionDialled(c *Client) bool { return c.zkIfAny() != nil }
 
 // SeenZxid is the highest zxid c's sessions have seen: what the next
-// handshake of either sends.
+// handshake of either sends (each sends its own session's).
 func SeenZxid(c *Client) int64 {
 	z := c.zxid.Load()
+	c.mu.Lock()
+	ws := c.ws
+	c.mu.Unlock()
+	if ws != nil {
+		z = max(z, ws.zxid.Load())
+	}
 	if conn := watchConn(c); conn != nil {
 		z = max(z, conn.LastZxid())
 	}

@@ -170,9 +170,10 @@ type Instancer struct {
 	tombTimer *time.Timer       // lifts the earliest tombstone at its TTL
 	pub       []string          // published set
 	pubInst   []*Instance
-	pubErr    error // stays until a read from ZooKeeper succeeds
-	sentErr   error // the error of the last set handed to the subscribers
-	readZxid  int64 // the zxid the recursive feed's published reads are at, at least (see behind)
+	pubErr    error  // stays until a read from ZooKeeper succeeds
+	sentErr   error  // the error of the last set handed to the subscribers
+	readZxid  int64  // the zxid the recursive feed's published reads are at, at least (see behind)
+	readOrder uint64 // the watch session's zxid order readZxid is in (recWork.lineage)
 	version   uint64
 	subs      map[chan<- kitsd.Event]*subscriber
 	firstDone bool

@@ -264,10 +264,16 @@ func (in *Instancer) applyRecursive(w recWork, due map[string]bool) error {
 // (after a deletion, one that still has the node). Handshakes send the last
 // zxid seen, so that such a server refuses the session; this is the fence
 // behind that. Nothing of the listing is published: the connection is
-// dropped, and the watch session resumes on the next server.
+// dropped, and the watch session resumes on the next server. The fence
+// holds within the watch session's zxid order: a session that replaced a
+// lost one starts from zxid 0, synced, and its first read is what the
+// Instancer publishes (see lost.go).
 func (in *Instancer) behind(w recWork, r zkwire.Reply) error {
 	in.mu.Lock()
 	floor := in.readZxid
+	if in.readOrder != w.lineage {
+		floor = 0
+	}
 	in.mu.Unlock()
 	if r.Header.Zxid <= 0 || r.Header.Zxid >= floor {
 		return nil
@@ -282,6 +288,9 @@ func (in *Instancer) behind(w recWork, r zkwire.Reply) error {
 // at its last zxid, at least, which every later handshake sends. in.mu
 // must be held.
 func (in *Instancer) readAtLocked(w recWork) {
+	if in.readOrder != w.lineage {
+		in.readZxid, in.readOrder = 0, w.lineage
+	}
 	in.readZxid = max(in.readZxid, w.conn.LastZxid())
 }
 

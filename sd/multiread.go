@@ -31,6 +31,7 @@ type bulkSession struct {
 	err     error
 	used    bool
 	once    sync.Once
+	lineage uint64 // the own session's zxid order the handshake was in (Client.ownZxid)
 }
 
 // openBulk starts dial, which makes the session. Everything the session
@@ -107,7 +108,7 @@ func (in *Instancer) bulkDecode(s *bulkSession, names []string) ([]*entry, error
 	close(chunks)
 	wg.Wait()
 	if s.conn != nil { // set once read returned
-		in.c.sawZxid(s.conn.LastZxid())
+		in.c.sawOwnZxid(s.lineage, s.conn.LastZxid())
 	}
 	if err == nil && !complete {
 		err = errBulkIncomplete
@@ -155,9 +156,14 @@ func (in *Instancer) openBulk() *bulkSession {
 		return nil
 	}
 	addr := in.c.zk().Server()
-	return openBulk(in.ctx, in.c.SessionTimeout(), func(ctx context.Context) (*zkwire.Conn, error) {
-		return in.c.dialWatch(ctx, addr, 0, nil, nil)
+	// It sends the own session's last zxid: it is on the same server, and
+	// reads what the own session's watches are then armed on.
+	lineage, zxid := in.c.ownZxid()
+	s := openBulk(in.ctx, in.c.SessionTimeout(), func(ctx context.Context) (*zkwire.Conn, error) {
+		return in.c.dialWatch(ctx, addr, 0, nil, zxid, nil)
 	})
+	s.lineage = lineage
+	return s
 }
 
 // bulkChunk is how many nodes a decoding goroutine takes at a time.

@@ -19,10 +19,10 @@ func TestANotificationAfterTheListingSentAheadOutlivesTheReRead(t *testing.T) {
 	}{
 		{"routed before up", func(f *recFeed, conn *zkwire.Conn) {
 			f.event(7, created)
-			f.up(conn, 1, nil)
+			f.up(conn, 1, 0, nil)
 		}},
 		{"routed between up and the re-read", func(f *recFeed, conn *zkwire.Conn) {
-			f.up(conn, 1, nil)
+			f.up(conn, 1, 0, nil)
 			f.event(7, created)
 		}},
 	} {
@@ -51,11 +51,11 @@ func TestANotificationAfterTheListingSentAheadOutlivesTheReRead(t *testing.T) {
 	// What was noted on a session that went away is covered by the next
 	// session's re-read.
 	f := newRecFeed()
-	f.up(&zkwire.Conn{}, 1, nil)
+	f.up(&zkwire.Conn{}, 1, 0, nil)
 	f.take()
 	f.event(3, created)
 	f.down()
-	f.up(&zkwire.Conn{}, 2, nil)
+	f.up(&zkwire.Conn{}, 2, 0, nil)
 	if w := f.take(); !w.full || len(w.ops) != 0 || len(f.ops) != 0 {
 		t.Fatalf("after down and up: full=%v ops=%v kept=%v, want a clean re-read", w.full, w.ops, f.ops)
 	}

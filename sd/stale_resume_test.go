@@ -168,8 +168,11 @@ func staleScenario(t *testing.T, forget bool, opts ...sd.InstancerOption) staleR
 			mu.Unlock()
 		}
 	}
+	// The session outlasts the outage (A's stop, the tries of B, A's
+	// restart): the fences hold within a session, and one with no server
+	// for its timeout is lost and starts anew from zxid 0 (restore_test.go).
 	cl, err := sd.NewClient(a.Servers[0].Addr()+","+bAddr,
-		sd.SessionTimeout(2*time.Second), sd.Dialer(dial), sd.OnSessionEvent(onEvent))
+		sd.SessionTimeout(staleSession), sd.Dialer(dial), sd.OnSessionEvent(onEvent))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,6 +233,10 @@ func staleScenario(t *testing.T, forget bool, opts ...sd.InstancerOption) staleR
 	res.onB = slices.Clone(res.onB)
 	return res
 }
+
+// staleSession is the session timeout of the tests whose outage (A down,
+// B tried, A back) must stay within one session.
+const staleSession = 10 * time.Second
 
 // forgetfulConn zeroes lastZxidSeen in the handshake, the connection's
 // first write (length 4, protocolVersion 4, lastZxidSeen 8, ...), as a
@@ -365,7 +372,7 @@ func TestACatalogNeverListsAgainAServiceDeletedBeforeAStaleReRead(t *testing.T) 
 		toB.Add(1)
 		return &forgetfulConn{Conn: conn}, nil
 	}
-	cl, err := sd.NewClient(a.Servers[0].Addr()+","+bAddr, sd.SessionTimeout(2*time.Second), sd.Dialer(dial))
+	cl, err := sd.NewClient(a.Servers[0].Addr()+","+bAddr, sd.SessionTimeout(staleSession), sd.Dialer(dial)) // outlasts the outage
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,6 +34,15 @@ import (
 // is resumed (same id) when it is still alive, so a short disconnect costs
 // the ensemble no new session. It creates nothing.
 //
+// Its handshakes send the highest zxid the session saw (zxid), so that a
+// server behind it refuses it; that order holds from a session to the one
+// that replaces an expired one, until the session is lost: no live
+// connection for its timeout, and a server that runs behind it (see
+// lost.go). The next session then starts from zxid 0 and syncs before its
+// first read. A connection that ends before it lived (watchLived), refused
+// by the feeds' fences for instance, is a failed attempt: the next waits
+// for the backoff.
+//
 // It opens when its first feed subscribes and closes when its last one
 // leaves, or with the Client. It dials the servers in the Client's own
 // shuffled order, moving to the next one on each failure, so the sessions
@@ -58,6 +67,9 @@ type watchSession struct {
 	roots   map[string]bool                  // recursive watches added on conn
 	refused error                            // the server refused addWatch: use per-node watches
 	started bool
+	lineage uint64 // counts the session's losses: a zxid order per count
+
+	zxid atomic.Int64 // the highest zxid the session's connections saw in its zxid order
 
 	created, resumed atomic.Int64 // sessions made and resumed, for tests and stats
 	state            atomic.Int32 // a State; StateUnknown while not wanted
@@ -198,10 +210,12 @@ func (ws *watchSession) route(seq uint64, ev zkwire.WatcherEvent) {
 	}
 }
 
-// Reconnect backoff of a watch session.
+// Reconnect backoff of a watch session, and how long a connection must
+// last to count as a success that resets it.
 const (
 	watchRetryMin = 50 * time.Millisecond
 	watchRetryMax = time.Second
+	watchLived    = time.Second
 )
 
 // WatchSessionStats count a Client's watch sessions since NewClient.
@@ -215,9 +229,22 @@ func (ws *watchSession) run() {
 	defer ws.setState(StateUnknown, 0, "")
 	bo := backoff.NewExponentialBackOff() // jittered: RandomizationFactor 0.5
 	bo.InitialInterval, bo.MaxInterval = watchRetryMin, watchRetryMax
+	pause := func() bool { // false: closing
+		t := time.NewTimer(bo.NextBackOff())
+		defer t.Stop()
+		select {
+		case <-ws.ctx.Done():
+			return false
+		case <-t.C:
+			return true
+		}
+	}
 	var sid int64 // the session to resume; 0: none
 	var passwd []byte
-	server := 0 // into the Client's shuffled servers
+	var alive time.Time // when the session was last known alive; zero before the first
+	timeout := ws.c.SessionTimeout()
+	suspect := "" // the last server that refused the session or dropped it before it lived
+	server := 0   // into the Client's shuffled servers
 	for {
 		ws.mu.Lock()
 		idle := len(ws.subs) == 0
@@ -228,11 +255,34 @@ func (ws *watchSession) run() {
 			case <-ws.ctx.Done():
 				return
 			case <-ws.kick:
+				if !alive.IsZero() {
+					alive = time.Now() // idle is not lost: the wait starts now
+				}
 				continue
 			}
 		}
 		servers := ws.c.hp.list()
 		addr := servers[server%len(servers)]
+		if suspect != "" && !alive.IsZero() && time.Since(alive) >= timeout {
+			zxid := ws.zxid.Load()
+			at, behind := ws.c.behind(ws.ctx, suspect, zxid)
+			if behind {
+				// Lost (see lost.go): no live connection for its timeout,
+				// and a server that runs is behind it. A new session, from
+				// zxid 0, in a zxid order of its own.
+				ws.logger.Warn("the watch session had no server for its timeout and a server is behind it: lost; a new session starts from zxid 0 and syncs before it reads",
+					"session", hexSession(sid), "server", suspect, "server_zxid", fmt.Sprintf("%#x", at), "session_zxid", fmt.Sprintf("%#x", zxid))
+				if sid != 0 {
+					ws.setState(StateExpired, 0, addr)
+				}
+				sid, passwd = 0, nil
+				ws.zxid.Store(0)
+				ws.mu.Lock()
+				ws.lineage++
+				ws.mu.Unlock()
+			}
+			suspect = "" // probed once per refusal
+		}
 		if State(ws.state.Load()) == StateUnknown {
 			ws.setState(StateConnecting, 0, addr)
 		}
@@ -255,6 +305,9 @@ func (ws *watchSession) run() {
 			sid, passwd = 0, nil // a new one, at once
 			continue
 		case err != nil:
+			if errors.Is(err, zkwire.ErrRefused) {
+				suspect = addr
+			}
 			if zkwire.Code(err) != 0 {
 				// The server answered, and not that it cannot: worth a word.
 				ws.logger.Warn("adding a recursive watch failed; trying the next server", "server", addr, "err", err)
@@ -262,43 +315,48 @@ func (ws *watchSession) run() {
 				ws.logger.Debug("watch session failed; trying the next server", "server", addr, "err", err)
 			}
 			server++
-			t := time.NewTimer(bo.NextBackOff())
-			select {
-			case <-ws.ctx.Done():
-				t.Stop()
+			if !pause() {
 				return
-			case <-t.C:
 			}
 			continue
 		}
-		bo.Reset()
+		began := time.Now()
 		if conn.SessionID() == sid {
 			ws.resumed.Add(1)
 		} else {
 			ws.created.Add(1)
+			alive, suspect = began, ""
 		}
-		sid, passwd = conn.SessionID(), conn.Passwd()
+		sid, passwd, timeout = conn.SessionID(), conn.Passwd(), conn.Timeout()
 		ws.setState(StateHasSession, sid, addr)
 		ws.mu.Lock()
 		ws.gen++
 		ws.conn, ws.roots = conn, roots
-		gen := ws.gen
+		gen, lineage := ws.gen, ws.lineage
 		ws.each(func(dir string, f *recFeed) {
 			if list, ok := lists[f]; ok {
-				f.up(conn, gen, list)
+				f.up(conn, gen, lineage, list)
 			} else {
 				ws.fresh[f] = dir // subscribed during open
 			}
 		})
 		ws.mu.Unlock()
 		keep := ws.serve(conn)
-		ws.c.sawZxid(conn.LastZxid()) // before the next handshake, which sends it
+		ws.saw(conn.LastZxid()) // before the next handshake, which sends it
+		lived := time.Since(began) >= watchLived
+		if lived {
+			alive, suspect = time.Now(), ""
+			bo.Reset()
+		} else if keep {
+			suspect = addr // dropped before it lived: a fence may have refused what it answered
+		}
 		if keep {
 			conn.Drop() // lost: the next connection resumes the session
 			server++    // and goes to the next server
 		} else {
 			conn.Close() // idle or closing: the server drops it now
 			sid, passwd = 0, nil
+			alive = time.Now()
 		}
 		// After the Conn ended, so that no notification of it is routed.
 		ws.mu.Lock()
@@ -309,7 +367,21 @@ func (ws *watchSession) run() {
 		if keep {
 			ws.setState(StateDisconnected, 0, addr)
 			ws.logger.Debug("watch session lost; resuming it", "session", hexSession(sid), "err", conn.Err())
+			if !lived && !pause() {
+				// Dropped right after it began (a fence refused what the
+				// server answered, say): a failed attempt, not a success
+				// that earns an immediate reconnect.
+				return
+			}
 		}
+	}
+}
+
+// saw notes a zxid a connection of the session saw, for the next handshake.
+// Only run's goroutine writes.
+func (ws *watchSession) saw(z int64) {
+	if z > ws.zxid.Load() {
+		ws.zxid.Store(z)
 	}
 }
 
@@ -384,6 +456,7 @@ func (ws *watchSession) reconcile(conn *zkwire.Conn) error {
 	}
 	calls := conn.SendAll(reqs...)
 	ws.mu.Lock()
+	lineage := ws.lineage
 	for _, d := range add {
 		ws.roots[d] = true
 	}
@@ -392,7 +465,7 @@ func (ws *watchSession) reconcile(conn *zkwire.Conn) error {
 	}
 	for i, j := range joiners {
 		if _, ok := ws.subs[j.dir][j.f]; ok {
-			j.f.up(conn, ws.gen, calls[len(add)+len(remove)+i])
+			j.f.up(conn, ws.gen, lineage, calls[len(add)+len(remove)+i])
 		}
 	}
 	ws.mu.Unlock()
@@ -415,14 +488,21 @@ func (ws *watchSession) reconcile(conn *zkwire.Conn) error {
 // recursive watch per wanted directory. Right behind the watches it sends
 // each feed's children listing, which the server answers after the watches
 // are in place: the feeds' re-read then waits for no round trip of its
-// own.
+// own. A new session that replaced a lost one, from zxid 0, syncs first
+// (see lost.go), in the same write: the server answers a session's
+// requests in order, so the listings see every write the ensemble
+// committed before the sync.
 func (ws *watchSession) open(addr string, sid int64, passwd []byte) (*zkwire.Conn, map[*recFeed]*zkwire.Call, map[string]bool, error) {
 	ctx, cancel := context.WithTimeout(ws.ctx, ws.c.SessionTimeout())
 	defer cancel()
-	conn, err := ws.c.dialWatch(ctx, addr, sid, passwd, ws.route)
+	zxid := ws.zxid.Load()
+	conn, err := ws.c.dialWatch(ctx, addr, sid, passwd, zxid, ws.route)
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	ws.mu.Lock()
+	syncFirst := conn.SessionID() != sid && zxid == 0 && ws.lineage > 0
+	ws.mu.Unlock()
 	inject(fpWatchBeforeRewatch)
 	type sub struct {
 		dir string
@@ -433,7 +513,11 @@ func (ws *watchSession) open(addr string, sid int64, passwd []byte) (*zkwire.Con
 	roots := ws.wantedLocked()
 	ws.each(func(dir string, f *recFeed) { subs = append(subs, sub{dir, f}) })
 	ws.mu.Unlock()
-	reqs := make([]zkwire.Req, 0, len(roots)+len(subs))
+	reqs := make([]zkwire.Req, 0, 1+len(roots)+len(subs))
+	if syncFirst {
+		reqs = append(reqs, zkwire.Req{Op: zkwire.OpSync, Body: zkwire.SyncBody("/")})
+	}
+	first := len(reqs) // the watches' calls
 	for _, d := range slices.Sorted(maps.Keys(roots)) {
 		reqs = append(reqs, zkwire.Req{Op: zkwire.OpAddWatch, Body: zkwire.AddWatchBody(d, zkwire.ModePersistentRecursive)})
 	}
@@ -443,15 +527,21 @@ func (ws *watchSession) open(addr string, sid int64, passwd []byte) (*zkwire.Con
 	calls := conn.SendAll(reqs...)
 	lists := make(map[*recFeed]*zkwire.Call, len(subs))
 	for i, x := range subs {
-		lists[x.f] = calls[len(roots)+i]
+		lists[x.f] = calls[first+len(roots)+i]
 	}
-	for i := range len(roots) {
+	if syncFirst {
+		if _, err := calls[0].Wait(ctx); err != nil {
+			conn.Close()
+			return nil, nil, nil, fmt.Errorf("sd: sync the new watch session: %w", err)
+		}
+	}
+	for i := first; i < first+len(roots); i++ {
 		_, err := calls[i].Wait(ctx)
 		if addWatchRefused(err) {
 			err = errors.Join(errAddWatchRefused, err)
 		}
 		if err != nil {
-			ws.c.sawZxid(conn.LastZxid())
+			ws.saw(conn.LastZxid())
 			conn.Close()
 			return nil, nil, nil, err
 		}
@@ -471,6 +561,7 @@ type recFeed struct {
 	mu      sync.Mutex
 	conn    *zkwire.Conn
 	gen     uint64
+	lineage uint64       // the watch session's zxid order conn is in (see Instancer.behind)
 	full    bool         // a new session: read everything again
 	list    *zkwire.Call // the new session's children listing, sent ahead; nil: list anew
 	lost    bool         // the session went away
@@ -492,6 +583,7 @@ type recWork struct {
 	feed    *recFeed
 	conn    *zkwire.Conn
 	gen     uint64
+	lineage uint64
 	full    bool
 	list    *zkwire.Call
 	lost    bool
@@ -515,9 +607,9 @@ func (f *recFeed) poke() {
 // own (down dropped the old one's): its notifications are routed from
 // addWatch on, and some may have come after the listing sent ahead was
 // answered, so they stay to be applied after the re-read.
-func (f *recFeed) up(conn *zkwire.Conn, gen uint64, list *zkwire.Call) {
+func (f *recFeed) up(conn *zkwire.Conn, gen, lineage uint64, list *zkwire.Call) {
 	f.mu.Lock()
-	f.conn, f.gen, f.full, f.list = conn, gen, true, list
+	f.conn, f.gen, f.lineage, f.full, f.list = conn, gen, lineage, true, list
 	f.mu.Unlock()
 	f.poke()
 }
@@ -561,7 +653,7 @@ func (f *recFeed) event(seq uint64, ev zkwire.WatcherEvent) {
 func (f *recFeed) take() recWork {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	w := recWork{feed: f, conn: f.conn, gen: f.gen, full: f.full, lost: f.lost, refused: f.refused, events: f.events}
+	w := recWork{feed: f, conn: f.conn, gen: f.gen, lineage: f.lineage, full: f.full, lost: f.lost, refused: f.refused, events: f.events}
 	if w.full {
 		w.list = f.list // waited for once, by this work
 	}
@@ -619,25 +711,24 @@ func (f *recFeed) settle(gen uint64, names []string, seqs []uint64) (keep []bool
 	return keep, true
 }
 
-// dialWatch opens a read-only session to addr for persistent watches,
-// authenticated as the Client is, resuming session sid when it is not 0.
-// Its handshake sends the highest zxid the Client's zkwire sessions saw
-// (sawZxid), this session's previous connections and those before an
-// expiry included, so that a server behind what the Client read refuses
-// it and the caller tries the next one.
-func (c *Client) dialWatch(ctx context.Context, addr string, sid int64, passwd []byte, onEvent func(uint64, zkwire.WatcherEvent)) (*zkwire.Conn, error) {
+// dialWatch opens a read-only session to addr, authenticated as the Client
+// is, resuming session sid when it is not 0. Its handshake sends lastZxid,
+// the highest zxid the caller's session saw in its zxid order (its
+// previous connections and those before an expiry included), so that a
+// server behind what it read refuses it and the caller tries the next one.
+func (c *Client) dialWatch(ctx context.Context, addr string, sid int64, passwd []byte, lastZxid int64, onEvent func(uint64, zkwire.WatcherEvent)) (*zkwire.Conn, error) {
 	var auth []zkwire.Auth
 	if c.opts.user != "" {
 		auth = []zkwire.Auth{{Scheme: "digest", Data: []byte(c.opts.user + ":" + c.opts.password)}}
 	}
 	return zkwire.Dial(ctx, zkwire.Config{
 		Addr: addr, Dial: c.opts.dialer, SessionTimeout: c.opts.sessionTimeout, Auth: auth,
-		Session: sid, Passwd: passwd, OnEvent: onEvent, LastZxid: c.zxid.Load(),
+		Session: sid, Passwd: passwd, OnEvent: onEvent, LastZxid: lastZxid,
 	})
 }
 
-// sawZxid notes a zxid a session of the Client saw (a zkwire Conn's
-// LastZxid), for the next handshake.
+// sawZxid notes a zxid the Client's own session saw, for its next
+// handshake (zxidconn.go; bulk sessions go through sawOwnZxid).
 func (c *Client) sawZxid(z int64) {
 	for {
 		old := c.zxid.Load()

@@ -2,6 +2,7 @@ package sd
 
 import (
 	"encoding/binary"
+	"errors"
 	"net"
 	"time"
 
@@ -12,20 +13,26 @@ import (
 // in zxidConns.
 func (c *Client) zxidDialer(d DialFunc) DialFunc {
 	return func(network, address string, timeout time.Duration) (net.Conn, error) {
+		if c.ownLost() {
+			return newExpiredConn(), nil // lost.go
+		}
 		conn, err := d(network, address, timeout)
 		if err != nil {
 			return nil, err
 		}
-		return &zxidConn{Conn: conn, c: c}, nil
+		return &zxidConn{Conn: conn, c: c, addr: address}, nil
 	}
 }
 
 // zxidConn is a connection of the Client's own session: it notes the
-// zxid of every reply go-zookeeper reads (Client.sawZxid), and raises the
-// lastZxidSeen of its handshake, the connection's first write, to the
-// highest zxid the Client saw. go-zookeeper sends its own last zxid, but
-// sets it to 0 when its session expires, so its first handshake after an
-// expiry would be taken by a server behind what the Client already read.
+// zxid of every reply go-zookeeper reads (Client.sawZxid) and the session
+// timeout the server granted, and raises the lastZxidSeen of its
+// handshake, the connection's first write, to the highest zxid the
+// session's zxid order saw. go-zookeeper sends its own last zxid, but sets
+// it to 0 when its session expires, so its first handshake after an expiry
+// would be taken by a server behind what the Client already read. The
+// order starts anew only when the session is lost (lost.go): the dialer
+// then hands go-zookeeper an expiry instead of a connection.
 // Why here: go-zookeeper v1.0.4 has no option for it, and its dialer is
 // the one place between it and the wire.
 //
@@ -33,6 +40,7 @@ func (c *Client) zxidDialer(d DialFunc) DialFunc {
 type zxidConn struct {
 	net.Conn
 	c       *Client
+	addr    string
 	written bool
 
 	// The reply stream, as read so far.
@@ -67,6 +75,12 @@ func (z *zxidConn) Read(p []byte) (int, error) {
 	n, err := z.Conn.Read(p)
 	if !z.lost {
 		z.scan(p[:n])
+	}
+	var ne net.Error
+	if err != nil && n == 0 && z.written && !z.replies && z.have == 0 && !(errors.As(err, &ne) && ne.Timeout()) {
+		// The server closed the handshake, as one behind the zxid it sent
+		// does (or one not serving yet): ownLost may ask it which.
+		z.c.ownRefused.Store(&z.addr)
 	}
 	return n, err
 }
@@ -104,6 +118,9 @@ func (z *zxidConn) scan(b []byte) {
 			if xid != zkwire.XidAuth {
 				z.c.sawZxid(int64(binary.BigEndian.Uint64(z.hdr[8:16])))
 			}
+		} else if ms := int32(binary.BigEndian.Uint32(z.hdr[8:12])); ms > 0 {
+			// The ConnectResponse: protocolVersion, timeOut, sessionId, ...
+			z.c.ownTimeout.Store(int64(ms))
 		}
 		z.replies = true
 		z.skip = int(binary.BigEndian.Uint32(z.hdr[:4])) - 12

@@ -65,8 +65,8 @@ var plantedEdits = map[string][]edit{
 			"\treturn nil // planted bug: a re-read from behind is published\n",
 	}, {
 		file: "sd/catalog.go",
-		old:  "zxid > 0 && zxid < readZxid {\n",
-		new:  "zxid > 0 && zxid < readZxid && false { // planted bug: a listing from behind is published\n",
+		old:  "zxid > 0 && zxid < readZxid && readOrder == w.lineage {\n",
+		new:  "zxid > 0 && zxid < readZxid && readOrder == w.lineage && false { // planted bug: a listing from behind is published\n",
 	}},
 	"ignoredrain": {{
 		file: "sd/registrar.go",

@@ -141,6 +141,10 @@ func SendZxid(seen int64) int64 { return zxidToSend(seen) }
 // ErrClosed is a call on a Conn that failed or was closed.
 var ErrClosed = errors.New("zkwire: connection closed")
 
+// ErrRefused is Dial's error when the server closed the connection at the
+// handshake: as a server behind Config.LastZxid does, or one not serving.
+var ErrRefused = errors.New("zkwire: the server closed the connection at the handshake")
+
 // ErrSessionExpired is Dial's error when the server no longer holds the
 // session asked to resume (Config.Session): dial again without it.
 var ErrSessionExpired = errors.New("zkwire: the session to resume has expired")
@@ -184,9 +188,10 @@ func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 	}
 	b, err := ReadFrame(br)
 	if err != nil {
-		if cfg.LastZxid > 0 && errors.Is(err, io.EOF) {
-			// What a server behind the zxid sent answers, among others.
-			err = fmt.Errorf("zkwire: %s closed the connection at the handshake (a server behind zxid %#x refuses it so): %w", cfg.Addr, cfg.LastZxid, err)
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			// What a server behind the zxid sent answers, among others
+			// (one not serving yet closes it too).
+			err = fmt.Errorf("%w: %s (lastZxidSeen %#x; a server behind it refuses it so): %w", ErrRefused, cfg.Addr, cfg.LastZxid, err)
 		}
 		return fail(err)
 	}
@@ -239,6 +244,9 @@ func (c *Conn) Addr() string { return c.addr }
 
 // Passwd is the session's password, to resume it (Config.Passwd).
 func (c *Conn) Passwd() []byte { return c.passwd }
+
+// Timeout is the session timeout the server granted.
+func (c *Conn) Timeout() time.Duration { return c.timeout }
 
 // LastZxid is the highest zxid the Conn has seen: Config.LastZxid, or
 // a later one from a reply's header (the server's last zxid when it

@@ -13,6 +13,7 @@ import (
 const (
 	OpGetData     = 4
 	OpGetChildren = 8
+	OpSync        = 9
 	OpPing        = 11
 	OpMultiRead   = 22
 	OpSetAuth     = 100
@@ -212,6 +213,12 @@ func GetDataBody(path string) []byte { return append(appendString(nil, path), 0)
 
 // GetChildrenBody is GetChildrenRequest{path, watch=false}.
 func GetChildrenBody(path string) []byte { return append(appendString(nil, path), 0) }
+
+// SyncBody is SyncRequest{path}. A sync makes the server the session is
+// on catch up with the leader before it answers the session's later
+// requests, so that a read sent behind it sees every write the ensemble
+// committed before the sync.
+func SyncBody(path string) []byte { return appendString(nil, path) }
 
 // AuthBody is AuthPacket{type 0, scheme, auth}, sent with XidAuth.
 func AuthBody(scheme string, auth []byte) []byte {
