@@ -501,6 +501,8 @@ func (d *driver) robustStepMore(ctx context.Context, rs *robustState, st step, r
 		return true, d.faultMinUp(ctx, rs, st)
 	case kDrainExpire:
 		return true, d.faultDrainExpire(ctx, rs, st)
+	case kDrainSick:
+		return true, d.faultDrainSick(ctx, rs, st, round)
 	}
 	return false, nil
 }

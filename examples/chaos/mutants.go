@@ -58,6 +58,7 @@ var mutants = []mutant{
 	{"noreread", "the Instancer publishes its set after a reconnect before the re-read answered (sd)", []string{history.CheckConvergence, history.CheckPhantom, history.CheckResurrection}},
 	{"sickunreported", "a provider's failed health check never reaches the registry (provider)", []string{history.CheckAfterSick}},
 	{"forgetdrain", "the Registrar forgets an operator's drain when it re-creates its node after an expiry (sd)", []string{history.CheckDrainHeld, "after-drain"}},
+	{"readyrace", "a provider's health recovery marks it ready while an operator's drain holds (provider)", []string{history.CheckDrainHeld, "after-drain"}},
 	{"nominup", "gracekit drain -min-up counts, then writes without a version check of what it counted (cmd/gracekit)", []string{history.CheckMinUp}},
 }
 
@@ -112,6 +113,10 @@ func biasSteps(name string, r *rand.Rand, sh scheduleShape) []step {
 	case "forgetdrain": // drains held across an expiry of the drained provider's session
 		for g := range sh.groups {
 			out = append(out, step{Kind: kDrainExpire, At: ms(0, 500), Group: g, Slot: r.IntN(sh.providers), For: ms(3000, 5000)})
+		}
+	case "readyrace": // a health recovery while an operator's drain holds, long past the leave bound
+		for g := range sh.groups {
+			out = append(out, step{Kind: kDrainSick, At: ms(0, 500), Group: g, Slot: r.IntN(sh.providers), For: sh.sessionTimeout + robustBounds.Skew + ms(2000, 3000)})
 		}
 	case "nominup": // every provider of each group drained at once by an operator of its own, -min-up providers-1
 		for g := range sh.groups {

@@ -100,6 +100,14 @@ var plantedEdits = map[string][]edit{
 		old:  "\tif reg := p.Registrar(); reg != nil {\n",
 		new:  "\tif reg := p.Registrar(); reg != nil && healthy { // planted bug: a failed health check never reaches the registry\n",
 	}},
+	"readyrace": {{
+		file: "provider/drain.go",
+		old:  "\tv.sick = sick\n\tp.applyReadinessLocked()\n",
+		new: "\tv.sick = sick\n\tp.applyReadinessLocked()\n" +
+			"\tif !sick {\n" +
+			"\t\tp.ready.SetHealthy(true) // planted bug: a health recovery marks a drained instance ready\n" +
+			"\t}\n",
+	}},
 	"forgetdrain": {{
 		file: "sd/registrar.go",
 		old: "\tif r.drainedBy != \"\" {\n" +

@@ -69,6 +69,7 @@ type robustState struct {
 	writes  []history.Written
 	guards  []history.Guard
 	sick    []history.Sick
+	ready   []history.ReadySample
 	extra   []history.Violation // the driver's own findings: a fault that could not run, gateways that did not route again
 
 	truth   *truthRecorder
@@ -450,6 +451,7 @@ func (d *driver) robustRun(ctx context.Context, rs *robustState) (*history.Histo
 	rs.mu.Lock()
 	h.Runs, h.Blinds, h.Heals, h.Crashes = slices.Clone(rs.runs), slices.Clone(rs.blinds), slices.Clone(rs.heals), slices.Clone(rs.crashes)
 	h.Stops, h.Writes, h.Guards, h.Sick = slices.Clone(rs.stops), slices.Clone(rs.writes), slices.Clone(rs.guards), slices.Clone(rs.sick)
+	h.Ready = slices.Clone(rs.ready)
 	rs.mu.Unlock()
 	return h, nil
 }

@@ -49,6 +49,11 @@ const (
 	// while the drain holds, and the undrain comes For after it registered
 	// again: the re-created node must carry the drain (drain-held).
 	kDrainExpire = "drain-expire"
+	// A provider's health check fails, an operator drains it once it is
+	// unready, and the check passes again while the drain holds, For
+	// more: the recovery must leave it unready (drain-held samples its
+	// readiness). Drawn for the readyrace mutant only.
+	kDrainSick = "drain-sick"
 )
 
 // The ops of an overlap step.

@@ -148,6 +148,7 @@ type History struct {
 	Writes         []Written      `json:"writes,omitempty"`
 	Guards         []Guard        `json:"guards,omitempty"`     // min-up steps: operators draining one service at once
 	Sick           []Sick         `json:"sick,omitempty"`       // the schedule's health faults
+	Ready          []ReadySample  `json:"ready,omitempty"`      // a drained provider's readiness, as the driver asked it
 	Executions     map[string]int `json:"executions,omitempty"` // order key -> times a provider executed it
 }
 

@@ -116,7 +116,9 @@ func AfterSick(h *History, t *Truth, b Bounds) Report {
 // DrainHeld checks that the registry keeps a drained instance out: from
 // an acknowledged operator drain (plus Skew) until the next undrain sent
 // for its node, or the end of the run it hit, no registration at its path
-// is UP. A Registrar that re-creates its node after an expiry carries the
+// is UP, and the drained provider's readiness, as far as the driver
+// sampled it (ReadySample), is not ready once the leave bound passed. A
+// Registrar that re-creates its node after an expiry carries the
 // drain into it; one that writes UP over it, or forgets it, breaks this.
 // What a truth gap hides is unverified.
 func DrainHeld(h *History, t *Truth, b Bounds) Report {
@@ -161,6 +163,27 @@ func DrainHeld(h *History, t *Truth, b Bounds) Report {
 				}
 			}
 		}
+		// The provider's side: it learns of the drain through its
+		// Registrar's watch, so its readiness is held to the leave bound.
+		var readies []time.Time
+		sampled := false
+		seen := from.Add(leave(h, b))
+		for _, q := range h.Ready {
+			if q.Path == w.Path && q.ID == run.ID && q.At.After(seen) && q.At.Before(to) {
+				sampled = true
+				if q.Ready {
+					readies = append(readies, q.At)
+				}
+			}
+		}
+		if sampled {
+			r.Checks++
+		}
+		if len(readies) > 0 {
+			r.Violations = append(r.Violations, Violation{Check: CheckDrainHeld, At: readies[0], Service: run.Service,
+				What: fmt.Sprintf("%s drained (acknowledged %s), not undrained before %s: %s answered ready %d times more than %v after, from %s to %s",
+					w.Path, ts(w.Acked), ts(to), run.ID, len(readies), leave(h, b)+b.Skew, ts(readies[0]), ts(readies[len(readies)-1]))})
+		}
 		if len(ups) > 0 && t.blind(from, to) {
 			r.Unverified++
 			continue
@@ -173,6 +196,15 @@ func DrainHeld(h *History, t *Truth, b Bounds) Report {
 		}
 	}
 	return r
+}
+
+// ReadySample is one answer of a provider's readiness (/readyz, or its
+// gRPC health service) to the driver, at At.
+type ReadySample struct {
+	ID    string    `json:"id"`
+	Path  string    `json:"path"`
+	At    time.Time `json:"at"`
+	Ready bool      `json:"ready"`
 }
 
 // runAtOrBefore is the latest run of path started at or before t.

@@ -96,6 +96,19 @@ func TestDrainHeld(t *testing.T) {
 			h.Truth = append(h.Truth, drainOut, change(5000, Changed, pathA, 10, "a:1", true))
 			return h
 		}, true},
+		{"not ready once the provider could see the drain", func() *History {
+			h := drained(drainWrite("undrain", 6000, 6100))
+			h.Truth = append(h.Truth, drainOut, change(6050, Changed, pathA, 10, "a:1", true))
+			h.Ready = readies(false, 2500, 3500, 4500, 5500)
+			h.Ready = append(h.Ready, readies(true, 3000, 3900, 6500)...) // within the bound, and after the undrain
+			return h
+		}, false},
+		{"ready while drained: a health recovery over the drain", func() *History {
+			h := drained(drainWrite("undrain", 6000, 6100))
+			h.Truth = append(h.Truth, drainOut, change(6050, Changed, pathA, 10, "a:1", true))
+			h.Ready = append(readies(false, 2500, 3500), readies(true, 4500, 5500)...)
+			return h
+		}, true},
 		{"the run stopped: a restart is a new life", func() *History {
 			h := drained()
 			h.Runs[0].Stopping = at(5000)
@@ -110,9 +123,22 @@ func TestDrainHeld(t *testing.T) {
 			if got := len(r.Violations) > 0; got != c.bad {
 				t.Fatalf("violations=%v, want bad=%v", r.Violations, c.bad)
 			}
-			if r.Checks != 1 {
-				t.Errorf("%d checks, want 1", r.Checks)
+			want := 1
+			if len(h.Ready) > 0 {
+				want = 2 // the registry's side and the provider's
+			}
+			if r.Checks != want {
+				t.Errorf("%d checks, want %d", r.Checks, want)
 			}
 		})
 	}
+}
+
+// readies are a's readiness samples at ms, each ready or not.
+func readies(ready bool, ms ...int) []ReadySample {
+	var out []ReadySample
+	for _, m := range ms {
+		out = append(out, ReadySample{ID: "a", Path: pathA, At: at(m), Ready: ready})
+	}
+	return out
 }
