@@ -3,8 +3,10 @@ package testutil
 import (
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -203,7 +205,14 @@ func ZKConn(tb testing.TB, addrs []string) ZK {
 	if conn, ok := zkConns.m[key]; ok {
 		return ZK{conn}
 	}
-	conn, _, err := zk.Connect(addrs, ZKSessionTimeout, zk.WithLogInfo(false), zk.WithLogger(Silent{}))
+	dial := func(network, address string, timeout time.Duration) (net.Conn, error) {
+		c, err := net.DialTimeout(network, address, timeout)
+		if err != nil {
+			return nil, err
+		}
+		return &handshakeConn{Conn: c, bound: max(ZKSessionTimeout/time.Duration(len(addrs)), time.Second)}, nil
+	}
+	conn, _, err := zk.Connect(addrs, ZKSessionTimeout, zk.WithLogInfo(false), zk.WithLogger(Silent{}), zk.WithDialer(dial))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -215,6 +224,35 @@ func ZKConn(tb testing.TB, addrs []string) ZK {
 		conn.Close()
 	})
 	return ZK{conn}
+}
+
+// handshakeConn bounds the wait for the server's answer to the handshake
+// as ZooKeeper's Java client bounds its connect (the session timeout shared
+// among the servers), where go-zookeeper waits ten receive timeouts (33 s
+// here): a server starved of CPU once left a test's handshake unanswered
+// that long, and the test failed waiting for a read the next try would
+// have answered at once.
+type handshakeConn struct {
+	net.Conn
+	bound    time.Duration
+	answered atomic.Bool
+}
+
+func (c *handshakeConn) SetReadDeadline(t time.Time) error {
+	if !c.answered.Load() && !t.IsZero() {
+		if b := time.Now().Add(c.bound); t.After(b) {
+			t = b
+		}
+	}
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *handshakeConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.answered.Store(true)
+	}
+	return n, err
 }
 
 type zkConnKey struct {
