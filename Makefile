@@ -40,26 +40,12 @@ lint: vet
 
 TESTARGS    = -race -count=1 -timeout 20m -p $(PROCS) -parallel $(PARALLEL) $(TESTFLAGS)
 
-# The sd suite runs in both watch modes: persistent recursive watches (the
-# default) with the library's packages, and the per-node fallback
-# (ZooKeeper 3.5) in a go test of its own beside the modules, its output
-# after theirs. go test's JSON goes through testsum, which prints go test's
-# usual lines as they come and, at the end, the failed tests by name, the
-# ten slowest and a closing count.
+# scripts/test.sh: the library's module in the foreground, the other
+# modules and the sd suite's per-node watch pass (ZooKeeper 3.5's fallback)
+# beside it, their lines after its; at the end every failed test by name,
+# the ten slowest and a closing count.
 test: zookeeper vet
-	@tmp=$$(mktemp -d) || exit 1; trap 'rm -rf "$$tmp"' EXIT; rc=0; \
-	  $(GO) build -o "$$tmp/testsum" ./internal/tools/testsum || exit 1; \
-	  (GRACEKIT_SD_WATCH_MODE=per-node $(GO) test -json $(TESTARGS) ./sd/ > "$$tmp/pernode.json" 2>&1; echo $$? > "$$tmp/pernode.rc") & pernode=$$!; \
-	  for m in $(MODULES); do \
-	    echo "test: $$m"; \
-	    (cd $$m && $(GO) test -json $(TESTARGS) $(PKGS) 2>&1) | tee -a "$$tmp/all.json" | "$$tmp/testsum" -slowest 0 -label "test: $$m" || rc=1; \
-	  done; \
-	  echo "test: sd, per-node watches"; wait $$pernode; \
-	  "$$tmp/testsum" -slowest 0 -label "test: sd, per-node watches" < "$$tmp/pernode.json" || rc=1; \
-	  [ "$$(cat "$$tmp/pernode.rc")" = 0 ] || rc=1; \
-	  sed 's/"Package":"github.com\/gracekit\/gracekit\/sd"/"Package":"sd(per-node)"/' "$$tmp/pernode.json" >> "$$tmp/all.json"; \
-	  echo "test: all"; "$$tmp/testsum" -summary -label "make test" < "$$tmp/all.json" || rc=1; \
-	  exit $$rc
+	@GO=$(GO) TESTARGS="$(TESTARGS)" PKGS="$(PKGS)" MODULES="$(MODULES)" scripts/test.sh
 
 # The flake hunt: runs make test (or, with STRESS_PKGS, go test of those
 # packages of the library's module) STRESS_RUNS times in a row beside a CPU
