@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# make test: go test over every module (MODULES, the library's first), with
+# the sd suite's per-node watch mode (ZooKeeper 3.5's fallback) as a pass of
+# its own. The library's module runs in the foreground and its lines come as
+# they come; the other modules and the per-node pass run beside it (the
+# tests mostly wait on ZooKeeper) and their lines follow, in order. go
+# test's JSON goes through testsum, which prints go test's usual lines and,
+# at the end, every failed test by name, the ten slowest and a closing count.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+GO=${GO:-go}
+read -r -a args <<< "${TESTARGS:--race -count=1}"
+read -r -a pkgs <<< "${PKGS:-./...}"
+read -r -a modules <<< "${MODULES:-. examples bench}"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/gracekit-test.XXXXXX") || exit 1
+jobs_pids=()
+cleanup() {
+  for p in "${jobs_pids[@]}"; do kill "$p" 2>/dev/null; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+"$GO" build -o "$tmp/testsum" ./internal/tools/testsum || exit 1
+
+# background NAME DIR ENV... -- go test arguments: runs go test in DIR,
+# its JSON to $tmp/NAME.json and its exit code to $tmp/NAME.rc.
+background() {
+  local name=$1 dir=$2; shift 2
+  local env=()
+  while [ "$1" != "--" ]; do env+=("$1"); shift; done
+  shift
+  (cd "$dir" && env "${env[@]}" "$GO" test -json "$@" > "$tmp/$name.json" 2>&1; echo $? > "$tmp/$name.rc") &
+  jobs_pids+=($!)
+}
+
+labels=()
+background pernode . GRACEKIT_SD_WATCH_MODE=per-node -- "${args[@]}" ./sd/
+labels+=("pernode:sd, per-node watches")
+for m in "${modules[@]:1}"; do
+  background "mod-${m//\//_}" "$m" -- "${args[@]}" "${pkgs[@]}"
+  labels+=("mod-${m//\//_}:$m")
+done
+
+rc=0
+first=${modules[0]}
+echo "test: $first"
+(cd "$first" && "$GO" test -json "${args[@]}" "${pkgs[@]}" 2>&1; echo $? > "$tmp/first.rc") |
+  tee "$tmp/all.json" | "$tmp/testsum" -slowest 0 -label "test: $first" || rc=1
+[ "$(cat "$tmp/first.rc" 2>/dev/null)" = 0 ] || rc=1
+
+i=0
+for entry in "${labels[@]}"; do
+  name=${entry%%:*} label=${entry#*:}
+  wait "${jobs_pids[$i]}"
+  i=$((i + 1))
+  echo "test: $label"
+  "$tmp/testsum" -slowest 0 -label "test: $label" < "$tmp/$name.json" || rc=1
+  [ "$(cat "$tmp/$name.rc" 2>/dev/null)" = 0 ] || rc=1
+  if [ "$name" = pernode ]; then
+    # Named apart from the recursive pass in the summary.
+    sed 's/"Package":"github.com\/gracekit\/gracekit\/sd"/"Package":"sd(per-node)"/' "$tmp/$name.json" >> "$tmp/all.json"
+  else
+    cat "$tmp/$name.json" >> "$tmp/all.json"
+  fi
+done
+jobs_pids=()
+
+echo "test: all"
+"$tmp/testsum" -summary -label "make test" < "$tmp/all.json" || rc=1
+exit $rc
