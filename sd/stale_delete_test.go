@@ -61,8 +61,9 @@ func TestADeletionHeardOnlyByItsNotificationFencesAServerBehindIt(t *testing.T) 
 	}
 	// The four tries of B fit in one session (one with no server for its
 	// timeout is lost, and starts anew from zxid 0): go-zookeeper tries a
-	// round of the servers a second.
-	const session = 6 * time.Second
+	// round of the servers a second, and a loaded machine's SIGTERM and
+	// dials take seconds more.
+	const session = 12 * time.Second
 	cl, err := sd.NewClient(a.Servers[0].Addr()+","+bSlot, sd.SessionTimeout(session), sd.Dialer(dial))
 	if err != nil {
 		t.Fatal(err)
