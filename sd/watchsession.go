@@ -722,8 +722,8 @@ func (c *Client) dialWatch(ctx context.Context, addr string, sid int64, passwd [
 		auth = []zkwire.Auth{{Scheme: "digest", Data: []byte(c.opts.user + ":" + c.opts.password)}}
 	}
 	return zkwire.Dial(ctx, zkwire.Config{
-		Addr: addr, Dial: c.opts.dialer, SessionTimeout: c.opts.sessionTimeout, Auth: auth,
-		Session: sid, Passwd: passwd, OnEvent: onEvent, LastZxid: lastZxid,
+		Addr: addr, Dial: c.opts.dialer, SessionTimeout: c.opts.sessionTimeout, HandshakeTimeout: c.handshakeWait(),
+		Auth: auth, Session: sid, Passwd: passwd, OnEvent: onEvent, LastZxid: lastZxid,
 	})
 }
 

@@ -113,7 +113,13 @@ type Config struct {
 	Addr           string
 	Dial           func(network, address string, timeout time.Duration) (net.Conn, error) // nil: net.DialTimeout
 	SessionTimeout time.Duration
-	Auth           []Auth
+	// HandshakeTimeout bounds the dial, the handshake and the auth (0: the
+	// session timeout). A server that accepts connections while it starts
+	// may never answer a handshake: ZooKeeper's Java client gives each
+	// server the session timeout shared among the servers, and tries the
+	// next.
+	HandshakeTimeout time.Duration
+	Auth             []Auth
 	// Session and Passwd resume a session (a Conn's SessionID and Passwd)
 	// instead of creating one: a logged transaction on the ensemble, and
 	// the server keeps the old one until it expires. 0 creates one.
@@ -154,6 +160,9 @@ var ErrSessionExpired = errors.New("zkwire: the session to resume has expired")
 // Conn's read and ping goroutines.
 func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 	timeout := cfg.SessionTimeout
+	if cfg.HandshakeTimeout > 0 && cfg.HandshakeTimeout < timeout {
+		timeout = cfg.HandshakeTimeout
+	}
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
 		timeout = time.Until(dl)
 	}
