@@ -73,6 +73,7 @@ func (f *figure) Add(d float64)                     { f.mu.Lock(); f.v += d; f.m
 func (f *figure) Set(v float64)                     { f.mu.Lock(); f.v = v; f.mu.Unlock() }
 func (f *figure) Value() float64                    { f.mu.Lock(); defer f.mu.Unlock(); return f.v }
 func (f *figure) scope(lv []string)                 { f.mu.Lock(); f.labels = lv; f.mu.Unlock() }
+func (f *figure) scoped() []string                  { f.mu.Lock(); defer f.mu.Unlock(); return f.labels }
 
 // gauge is f as a metrics.Gauge.
 type gauge struct{ *figure }
@@ -267,8 +268,8 @@ func TestSnapshotServesTheLastSetWhenZooKeeperIsDownAtStart(t *testing.T) {
 	if err := c.Live(); !errors.As(err, &se) || len(se.Services) != 1 || se.Services[0].Name != "quote" {
 		t.Fatalf("Live: %v, want a *StaleError naming quote", err)
 	}
-	if age.Value() <= 0 || age.Value() > 60 || !slices.Equal(age.labels, []string{"service", "quote"}) {
-		t.Fatalf("the age gauge: %v %v, want the snapshot's age in seconds, for service quote", age.Value(), age.labels)
+	if labels := age.scoped(); age.Value() <= 0 || age.Value() > 60 || !slices.Equal(labels, []string{"service", "quote"}) {
+		t.Fatalf("the age gauge: %v %v, want the snapshot's age in seconds, for service quote", age.Value(), labels)
 	}
 	if lines := rec.matching(slog.LevelWarn, "serving the service's snapshot"); len(lines) != 1 {
 		t.Fatalf("log lines about the snapshot: %q, want one", lines)
