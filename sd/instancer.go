@@ -302,12 +302,18 @@ func NewInstancerContext(ctx context.Context, c *Client, service string, opts ..
 			}
 		}
 	}
-	err = in.Err()
+	return nil, in.firstLoadFailed(ctx, service, noServer)
+}
+
+// firstLoadFailed stops an Instancer whose first load did not succeed and
+// says why: its own error, or else no server, the ctx, or the Client's close.
+func (in *Instancer) firstLoadFailed(ctx context.Context, service string, noServer error) error {
+	err := in.Err()
 	in.Stop()
 	if err == nil || errors.Is(err, ErrNotLoaded) || errors.Is(err, ErrDisconnected) {
 		err = cmp.Or(noServer, ctx.Err(), error(ErrClosed))
 	}
-	return nil, fmt.Errorf("sd: first load of service %q from %s: %w", service, in.dir, err)
+	return fmt.Errorf("sd: first load of service %q from %s: %w", service, in.dir, err)
 }
 
 // ErrNotLoaded is Instancer.Err before the service was first read.

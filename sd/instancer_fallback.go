@@ -1,9 +1,7 @@
 package sd
 
 import (
-	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"path"
 	"slices"
@@ -165,12 +163,7 @@ func NewInstancerFallback(ctx context.Context, c *Client, service string, fb Fal
 			}
 		}
 	}
-	err = in.Err()
-	in.Stop()
-	if err == nil || errors.Is(err, ErrNotLoaded) || errors.Is(err, ErrDisconnected) {
-		err = cmp.Or(noServer, ctx.Err(), error(ErrClosed))
-	}
-	return nil, fmt.Errorf("sd: first load of service %q from %s: %w", service, in.dir, err)
+	return nil, in.firstLoadFailed(ctx, service, noServer)
 }
 
 // fallBack publishes the set load returns, unless something was read from
