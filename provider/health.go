@@ -236,6 +236,14 @@ func (h *healthLoop) check(ctx context.Context, hc HealthCheck) (hung chan error
 	case <-timer.C:
 	case <-ctx.Done():
 	}
+	// On a loaded machine the timer and the result can both be ready when
+	// this goroutine runs again, and select picks either: a Check that
+	// returned is not still running, whatever the order.
+	select {
+	case err := <-res:
+		return nil, started, err
+	default:
+	}
 	return res, started, fmt.Errorf("provider: the health check did not return within its Timeout %s (a Check that ignores its ctx?)", hc.Timeout)
 }
 
