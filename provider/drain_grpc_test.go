@@ -108,7 +108,7 @@ func TestAnOperatorDrainHoldsAGRPCClientOff(t *testing.T) {
 	}
 	p1 := startGRPCProvider(t, sess1, "p1", &calls1, provider.HealthCheck{
 		Check:    func(context.Context) error { checks.Add(1); return nil },
-		Interval: 20 * time.Millisecond, Passes: 1, Hold: time.Millisecond})
+		Interval: 20 * time.Millisecond, Timeout: instantCheckTimeout, Passes: 1, Hold: time.Millisecond})
 	p1Addr := p1.GRPCAddr().String()
 	path := "/services/quote/p1"
 

@@ -70,7 +70,7 @@ func TestAnOperatorDrainHoldsUntilUndrained(t *testing.T) {
 		Flush:       provider.Flush{Secret: secret, Targets: []string{gw.url}},
 		QuietWindow: 100 * time.Millisecond,
 		Health: provider.HealthCheck{Check: func(context.Context) error { checks.Add(1); return nil },
-			Interval: 20 * time.Millisecond, Passes: 1, Hold: time.Millisecond},
+			Interval: 20 * time.Millisecond, Timeout: instantCheckTimeout, Passes: 1, Hold: time.Millisecond},
 	})
 	path := "/services/quote/p1"
 

@@ -26,7 +26,19 @@ type sickProvider struct {
 	checks atomic.Int64
 }
 
+// instantCheckTimeout is the Timeout of checks that return at once: the
+// default, one Interval of a few ms, would count as failed a check the
+// loaded machine did not get to run within it, and take the instance out
+// in a test about something else.
+const instantCheckTimeout = testutil.WaitLimit
+
 func startSickProvider(t *testing.T, zkc *zkEnv, id string, flushURLs []string, check func(sp *sickProvider) func(context.Context) error) *sickProvider {
+	t.Helper()
+	return startSickProviderTimeout(t, zkc, id, flushURLs, check, instantCheckTimeout)
+}
+
+// startSickProviderTimeout is startSickProvider with the checks' Timeout.
+func startSickProviderTimeout(t *testing.T, zkc *zkEnv, id string, flushURLs []string, check func(sp *sickProvider) func(context.Context) error, timeout time.Duration) *sickProvider {
 	t.Helper()
 	sp := &sickProvider{}
 	if check == nil {
@@ -41,7 +53,7 @@ func startSickProvider(t *testing.T, zkc *zkEnv, id string, flushURLs []string, 
 		}
 	}
 	sp.Provider = startProviderWith(t, zkc, id, flushURLs, 2*time.Millisecond, func() { sp.served.Add(1) },
-		provider.HealthCheck{Check: check(sp), Interval: 50 * time.Millisecond, Failures: 3, Passes: 2, Hold: 300 * time.Millisecond})
+		provider.HealthCheck{Check: check(sp), Interval: 50 * time.Millisecond, Timeout: timeout, Failures: 3, Passes: 2, Hold: 300 * time.Millisecond})
 	return sp
 }
 
@@ -194,7 +206,7 @@ func TestAHungCheckTakesTheInstanceOutAndIsNotStartedAgain(t *testing.T) {
 	conn := testutil.ZKConn(t, zkc.Addrs())
 	release := make(chan struct{})
 	var hung atomic.Int64
-	sp := startSickProvider(t, zkc, "hung", nil, hungCheck(&hung, release))
+	sp := startSickProviderTimeout(t, zkc, "hung", nil, hungCheck(&hung, release), 50*time.Millisecond)
 	testutil.WaitFor(t, "a first check", func() bool { return sp.checks.Load() > 0 })
 	sp.sick.Store(true)
 	testutil.WaitFor(t, "out of rotation", func() bool { return len(sp.Health()) == 1 })
@@ -230,7 +242,7 @@ func TestStopDoesNotWaitForAHungCheck(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	var hung atomic.Int64
-	sp := startSickProvider(t, zkc, "hung", []string{gw.url}, hungCheck(&hung, release))
+	sp := startSickProviderTimeout(t, zkc, "hung", []string{gw.url}, hungCheck(&hung, release), 50*time.Millisecond)
 	sp.sick.Store(true)
 	testutil.WaitFor(t, "a check hung", func() bool { return hung.Load() > 0 })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

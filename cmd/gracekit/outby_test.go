@@ -40,7 +40,7 @@ func TestLsAndWatchSayTheHealthCheckOrTheOperatorTookItOut(t *testing.T) {
 				return errors.New("the database is down")
 			}
 			return nil
-		}, Interval: 20 * time.Millisecond, Failures: 2, Passes: 2, Hold: time.Millisecond},
+		}, Interval: 20 * time.Millisecond, Timeout: testutil.WaitLimit, Failures: 2, Passes: 2, Hold: time.Millisecond}, // Timeout: see provider's instantCheckTimeout
 	}, provider.WithRegistrarOptions(sd.BasePath(base)))
 	if err != nil {
 		t.Fatal(err)

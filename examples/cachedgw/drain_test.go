@@ -65,7 +65,9 @@ func TestAnOperatorDrainEvictsFromTheCachedGateway(t *testing.T) {
 	path := "/services/quote/q1"
 
 	// reread moves the cache's clock past its TTL and waits for the read
-	// that the next request makes.
+	// that the next request makes to succeed. A read that failed (ZooKeeper
+	// slow to answer on a loaded machine) leaves the list stale, and the
+	// next request reads again: only a fresh list is the read waited for.
 	reread := func(what string) {
 		t.Helper()
 		n := src.reads.Load()
@@ -73,7 +75,7 @@ func TestAnOperatorDrainEvictsFromTheCachedGateway(t *testing.T) {
 		testutil.WaitFor(t, what, func() bool {
 			c.mu.Lock()
 			defer c.mu.Unlock()
-			return src.reads.Load() > n && c.loading == nil
+			return src.reads.Load() > n && c.loading == nil && c.loadErr == nil && c.now().Sub(c.readAt) < ttl
 		})
 	}
 	cached := func() []string {
@@ -85,6 +87,16 @@ func TestAnOperatorDrainEvictsFromTheCachedGateway(t *testing.T) {
 		}
 		return ids
 	}
+
+	t.Cleanup(func() {
+		if t.Failed() { // what the failed wait saw, for the next reader
+			c.mu.Lock()
+			loadErr := c.loadErr
+			c.mu.Unlock()
+			t.Logf("q1 health %+v; q2 health %+v; cached %v after %d reads (last error %v); flushed %v, routed before it and in flight %d, late %d; served q1 %d q2 %d",
+				q1.Health(), q2.Health(), cached(), src.reads.Load(), loadErr, fw.flushed.Load(), fw.inFlightBefore(), fw.late.Load(), q1.served.Load(), q2.served.Load())
+		}
+	})
 
 	client := &http.Client{Timeout: 5 * time.Second}
 	t.Cleanup(client.CloseIdleConnections)

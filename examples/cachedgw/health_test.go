@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/provider"
 	"github.com/gracekit/gracekit/sd"
 	"github.com/gracekit/gracekit/zktest"
@@ -45,7 +46,9 @@ func startHealthProvider(t *testing.T, zkc *zktest.Cluster, id, flushURL string,
 		Instance: sd.Instance{Name: "quote", ID: id, Address: "127.0.0.1", Port: ln.Addr().(*net.TCPAddr).Port},
 		Server:   srv, Listener: ln,
 		Flush: provider.Flush{SpringTargets: []string{flushURL}},
-		Health: provider.HealthCheck{Interval: 50 * time.Millisecond, Failures: 2, Passes: 2, Hold: 200 * time.Millisecond,
+		// The check returns at once: a Timeout of one Interval would count
+		// a check the loaded machine did not run within 50 ms as failed.
+		Health: provider.HealthCheck{Interval: 50 * time.Millisecond, Timeout: testutil.WaitLimit, Failures: 2, Passes: 2, Hold: 200 * time.Millisecond,
 			Check: func(context.Context) error {
 				if hp.sick.Load() {
 					return errors.New("the database is down")

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // CLIPackage is the operators' command, built by BuildCLI.
@@ -31,8 +32,17 @@ func BuildCLI(tb testing.TB) *CLI {
 		}
 	}
 	bin := filepath.Join(tb.TempDir(), "gracekit")
-	ctx, cancel := context.WithTimeout(context.Background(), WaitLimit*4)
-	defer cancel()
+	// The build is bounded by the test's deadline (go test -timeout), not
+	// by a guess: on a fresh machine it compiles the library cold, beside
+	// every other package's tests.
+	ctx := context.Background()
+	if d, ok := tb.(interface{ Deadline() (time.Time, bool) }); ok {
+		if deadline, ok := d.Deadline(); ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, deadline.Add(-5*time.Second))
+			defer cancel()
+		}
+	}
 	out, err := exec.CommandContext(ctx, goCmd, "build", "-o", bin, CLIPackage).CombinedOutput()
 	if err != nil {
 		tb.Fatalf("go build %s: %v\n%s", CLIPackage, err, out)
