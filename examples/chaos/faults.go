@@ -503,6 +503,8 @@ func (d *driver) robustStepMore(ctx context.Context, rs *robustState, st step, r
 		return true, d.faultDrainExpire(ctx, rs, st)
 	case kDrainSick:
 		return true, d.faultDrainSick(ctx, rs, st, round)
+	case kRestartDrain:
+		return true, d.faultRestartDrain(ctx, rs, st, round) // ramp.go
 	}
 	return false, nil
 }

@@ -59,6 +59,7 @@ var mutants = []mutant{
 	{"sickunreported", "a provider's failed health check never reaches the registry (provider)", []string{history.CheckAfterSick}},
 	{"forgetdrain", "the Registrar forgets an operator's drain when it re-creates its node after an expiry (sd)", []string{history.CheckDrainHeld, "after-drain"}},
 	{"readyrace", "a provider's health recovery marks it ready while an operator's drain holds (provider)", []string{history.CheckDrainHeld, "after-drain"}},
+	{"rampreset", "a rebuild of the Endpointer's set gives a ramping instance its full weight (endpoint)", []string{history.CheckRamp}},
 	{"nominup", "gracekit drain -min-up counts, then writes without a version check of what it counted (cmd/gracekit)", []string{history.CheckMinUp}},
 }
 
@@ -121,6 +122,10 @@ func biasSteps(name string, r *rand.Rand, sh scheduleShape) []step {
 	case "nominup": // every provider of each group drained at once by an operator of its own, -min-up providers-1
 		for g := range sh.groups {
 			out = append(out, step{Kind: kMinUp, At: ms(0, 300), Group: g, Slot: r.IntN(sh.providers), N: sh.providers, For: ms(1500, 3000)})
+		}
+	case "rampreset": // a restart, then set rebuilds (a peer's drain and undrain) within its ramp
+		for g := range sh.groups {
+			out = append(out, step{Kind: kRestartDrain, At: ms(0, 300), Group: g, Slot: r.IntN(sh.providers), For: ms(1500, 2500)})
 		}
 	case "noreread": // consumers away longer than the bounds while a provider goes
 		long := robustBounds.Converge + sh.sessionTimeout/2

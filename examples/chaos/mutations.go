@@ -108,6 +108,13 @@ var plantedEdits = map[string][]edit{
 			"\t\tp.ready.SetHealthy(true) // planted bug: a health recovery marks a drained instance ready\n" +
 			"\t}\n",
 	}},
+	"rampreset": {{
+		file: "endpoint/endpointer.go",
+		old: "\t\t\tif joined && e.opts.slowStart != nil && e.reregistered(in) {\n" +
+			"\t\t\t\te.weigh(in, true) // a new registration behind the string: its own ramp\n" +
+			"\t\t\t}\n",
+		new: "\t\t\te.weigh(in, false) // planted bug: a rebuild weighs every instance it keeps as warm, ending its ramp\n",
+	}},
 	"forgetdrain": {{
 		file: "sd/registrar.go",
 		old: "\tif r.drainedBy != \"\" {\n" +

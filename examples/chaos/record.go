@@ -63,6 +63,7 @@ type node struct {
 	up           bool
 	drained      bool // an operator's drain is on it (sd.MetadataDrainedBy)
 	owner        int64
+	registered   time.Time // the registration time the node names
 }
 
 // container is a service's parent node as last read.
@@ -201,7 +202,7 @@ func (r *truthRecorder) read() {
 		switch {
 		case !ok || old.czxid != n.czxid:
 			came = append(came, history.Change{At: changeTime(n.ctime, r.lastRead, at), Kind: history.Created, Key: history.Key{Path: p, Czxid: n.czxid}, Zxid: n.czxid,
-				Service: n.service, ID: n.id, Addr: n.addr, Up: n.up, Drained: n.drained, Owner: n.owner})
+				Service: n.service, ID: n.id, Addr: n.addr, Up: n.up, Drained: n.drained, Owner: n.owner, Registered: n.registered})
 		case old.version != n.version, old.drained != n.drained:
 			came = append(came, history.Change{At: changeTime(n.mtime, r.lastRead, at), Kind: history.Changed, Key: history.Key{Path: p, Czxid: n.czxid}, Zxid: n.mzxid,
 				Service: n.service, ID: n.id, Addr: n.addr, Up: n.up, Drained: n.drained, Owner: n.owner})
@@ -337,7 +338,8 @@ func (r *truthRecorder) readService(svc string, seen map[string]node, parents ma
 			continue // malformed: no consumer publishes it either
 		}
 		seen[p] = node{czxid: st.Czxid, mzxid: st.Mzxid, ctime: time.UnixMilli(st.Ctime), mtime: time.UnixMilli(st.Mtime), version: st.Version, service: svc, id: inst.ID,
-			addr: inst.HostPort(), up: inst.Status() == sd.StatusUp, drained: inst.Metadata[sd.MetadataDrainedBy] != "", owner: st.EphemeralOwner}
+			addr: inst.HostPort(), up: inst.Status() == sd.StatusUp, drained: inst.Metadata[sd.MetadataDrainedBy] != "", owner: st.EphemeralOwner,
+			registered: inst.RegistrationTime}
 	}
 	return nil
 }

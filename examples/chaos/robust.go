@@ -98,6 +98,8 @@ func (rs *robustState) env(d *driver, in *instance) {
 		in.vars["GRACEKIT_HEALTH_FAILURES"] = strconv.Itoa(healthFailures)
 		in.vars["GRACEKIT_HEALTH_PASSES"] = "2"
 		in.vars["GRACEKIT_HEALTH_HOLD"] = healthHold.String()
+	} else {
+		rampEnv(in) // ramp.go
 	}
 }
 
@@ -363,6 +365,7 @@ func (d *driver) robustRun(ctx context.Context, rs *robustState) (*history.Histo
 	rs.sched = newSchedule(rs.seed, scheduleShape{rounds: d.cfg.rounds, consumers: len(rs.targets), groups: len(d.groups),
 		providers: nProviders, members: len(c.Servers), sessionTimeout: robustTimeout, bias: d.cfg.bias})
 	h.Schedule = rs.sched.String()
+	h.SlowStart = d.slowStart() // ramp.go
 	logf("seed %d: %d faults in %d rounds: %s", rs.seed, rs.sched.faults(), len(rs.sched.Rounds), rs.sched)
 	var names []string
 	for i, t := range rs.targets {

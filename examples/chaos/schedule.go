@@ -54,6 +54,10 @@ const (
 	// more: the recovery must leave it unready (drain-held samples its
 	// readiness). Drawn for the readyrace mutant only.
 	kDrainSick = "drain-sick"
+	// A provider stops gracefully and starts again; once it is ready,
+	// the next provider of its group is drained for For and undrained:
+	// set rebuilds while the restarted one ramps (ramp validator).
+	kRestartDrain = "restart-drain"
 )
 
 // The ops of an overlap step.
@@ -71,7 +75,7 @@ type timedOp struct {
 }
 
 var allKinds = []string{kBlackholeShort, kBlackholeLong, kResetShort, kResetLong, kLeader, kMember, kEnsemble,
-	kExpireProvider, kExpireConsumer, kSigterm, kKill, kHealth, kDrain, kFlips, kBurst, kStale, kLag, kOverlap, kMinUp, kDrainExpire}
+	kExpireProvider, kExpireConsumer, kSigterm, kKill, kHealth, kDrain, kFlips, kBurst, kStale, kLag, kOverlap, kMinUp, kDrainExpire, kRestartDrain}
 
 // step is one fault of a round.
 type step struct {
@@ -164,7 +168,7 @@ func newSchedule(seed int64, sh scheduleShape) schedule {
 			case kSigterm, kKill:
 				st.Group, st.Slot = r.IntN(sh.groups), r.IntN(sh.providers)
 				slot = fmt.Sprint("group", st.Group)
-			case kHealth, kDrain, kDrainExpire:
+			case kHealth, kDrain, kDrainExpire, kRestartDrain:
 				st.Group, st.Slot, st.For = r.IntN(sh.groups), r.IntN(sh.providers), ms(2000, 5000)
 				slot = fmt.Sprint("group", st.Group)
 			case kOverlap:

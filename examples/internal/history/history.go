@@ -32,6 +32,9 @@ type Change struct {
 	Up      bool      `json:"up"`                // status UP after the change; false when deleted
 	Drained bool      `json:"drained,omitempty"` // drained by an operator (sd.MetadataDrainedBy set) after the change
 	Owner   int64     `json:"owner,omitempty"`
+	// Registered is the registration time the node names
+	// (registrationTimeUTC), zero when it names none.
+	Registered time.Time `json:"registered,omitzero"`
 }
 
 // Gap is a time the truth recorder could not read ZooKeeper: a change
@@ -150,6 +153,7 @@ type History struct {
 	Sick           []Sick         `json:"sick,omitempty"`       // the schedule's health faults
 	Ready          []ReadySample  `json:"ready,omitempty"`      // a drained provider's readiness, as the driver asked it
 	Executions     map[string]int `json:"executions,omitempty"` // order key -> times a provider executed it
+	SlowStart      *SlowStart     `json:"slow_start,omitempty"` // the gateways' ramp; nil: none is checked
 }
 
 // Bounds are the limits the validators hold the history to.
@@ -276,6 +280,7 @@ func Check(h *History, b Bounds) Report {
 		{CheckMinUp, MinUp(h, t)},
 		{CheckAfterSick, AfterSick(h, t, b)},
 		{CheckDrainHeld, DrainHeld(h, t, b)},
+		{CheckRamp, Ramp(h)},
 	} {
 		r.ByCheck[v.name] = v.r.Checks
 		r.add(v.r)
