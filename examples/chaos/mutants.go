@@ -60,6 +60,7 @@ var mutants = []mutant{
 	{"forgetdrain", "the Registrar forgets an operator's drain when it re-creates its node after an expiry (sd)", []string{history.CheckDrainHeld, "after-drain"}},
 	{"readyrace", "a provider's health recovery marks it ready while an operator's drain holds (provider)", []string{history.CheckDrainHeld, "after-drain"}},
 	{"rampreset", "a rebuild of the Endpointer's set gives a ramping instance its full weight (endpoint)", []string{history.CheckRamp}},
+	{"neverlost", "a refused session is never given up: no server is ever found behind it (sd)", []string{history.CheckRestored}},
 	{"nominup", "gracekit drain -min-up counts, then writes without a version check of what it counted (cmd/gracekit)", []string{history.CheckMinUp}},
 }
 
@@ -127,12 +128,25 @@ func biasSteps(name string, r *rand.Rand, sh scheduleShape) []step {
 		for g := range sh.groups {
 			out = append(out, step{Kind: kRestartDrain, At: ms(0, 300), Group: g, Slot: r.IntN(sh.providers), For: ms(1500, 2500)})
 		}
+	case "neverlost": // expiries before the restore the schedule ends with (biasRestore)
+		for g := range sh.groups {
+			out = append(out, step{Kind: kExpireProvider, At: ms(0, 500), Group: g, Slot: r.IntN(sh.providers)})
+		}
 	case "noreread": // consumers away longer than the bounds while a provider goes
 		long := robustBounds.Converge + sh.sessionTimeout/2
 		out = append(out, step{Kind: kResetLong, At: 0, Slot: 0, For: long}, step{Kind: kBlackholeLong, At: 0, Slot: 1, For: long},
 			step{Kind: kSigterm, At: ms(800, 1200), Group: r.IntN(sh.groups), Slot: r.IntN(sh.providers)})
 	}
 	return out
+}
+
+// biasRestore is the restore a schedule drawn for mutant name ends with:
+// the empty one, which every session that saw a write is refused by.
+func biasRestore(name string) string {
+	if name == "neverlost" {
+		return restoreEmpty
+	}
+	return ""
 }
 
 // robustTags are the build tags of robustness mode's binaries: failpoints

@@ -115,6 +115,13 @@ var plantedEdits = map[string][]edit{
 			"\t\t\t}\n",
 		new: "\t\t\te.weigh(in, false) // planted bug: a rebuild weighs every instance it keeps as warm, ending its ramp\n",
 	}},
+	"neverlost": {{
+		file: "sd/lost.go",
+		old: "func (c *Client) behind(ctx context.Context, addr string, zxid int64) (at int64, behind bool) {\n" +
+			"\tif zxid <= 0 {\n",
+		new: "func (c *Client) behind(ctx context.Context, addr string, zxid int64) (at int64, behind bool) {\n" +
+			"\tif zxid <= 0 || true { // planted bug: no server is ever behind, so a refused session is never given up\n",
+	}},
 	"forgetdrain": {{
 		file: "sd/registrar.go",
 		old: "\tif r.drainedBy != \"\" {\n" +

@@ -173,12 +173,15 @@ func (r *truthRecorder) read() {
 	// (seen after a whole-ensemble restart: the truth read back nodes the
 	// consumers had seen deleted 6 s before). A sync first brings the
 	// member up to the leader, so the truth is never behind a consumer.
-	if _, err := r.conn.Sync("/"); err != nil {
+	r.mu.Lock()
+	conn := r.conn // renew may replace it
+	r.mu.Unlock()
+	if _, err := conn.Sync("/"); err != nil {
 		r.markBlind()
 		return
 	}
 	for _, svc := range r.services {
-		if err := r.readService(svc, seen, parents); err != nil {
+		if err := r.readService(conn, svc, seen, parents); err != nil {
 			r.markBlind()
 			return
 		}
@@ -272,16 +275,16 @@ func (r *truthRecorder) missed(gone, came []history.Change, seen map[string]node
 	return false
 }
 
-func (r *truthRecorder) readService(svc string, seen map[string]node, parents map[string]container) error {
+func (r *truthRecorder) readService(conn *zk.Conn, svc string, seen map[string]node, parents map[string]container) error {
 	dir := path.Join(r.base, svc)
 	var children []string
 	var pst *zk.Stat
 	var err error
 	if r.isArmed("c" + dir) {
-		children, pst, err = r.conn.Children(dir)
+		children, pst, err = conn.Children(dir)
 	} else {
 		var ch <-chan zk.Event
-		children, pst, ch, err = r.conn.ChildrenW(dir)
+		children, pst, ch, err = conn.ChildrenW(dir)
 		if err == nil {
 			r.arm("c"+dir, ch)
 		} else {
@@ -297,7 +300,7 @@ func (r *truthRecorder) readService(svc string, seen map[string]node, parents ma
 		if r.isArmed("e" + dir) {
 			return nil
 		}
-		_, _, ch, err := r.conn.ExistsW(dir)
+		_, _, ch, err := conn.ExistsW(dir)
 		if err != nil {
 			r.mu.Lock()
 			delete(r.armed, "e"+dir)
@@ -315,10 +318,10 @@ func (r *truthRecorder) readService(svc string, seen map[string]node, parents ma
 		var data []byte
 		var st *zk.Stat
 		if r.isArmed("d" + p) {
-			data, st, err = r.conn.Get(p)
+			data, st, err = conn.Get(p)
 		} else {
 			var ch <-chan zk.Event
-			data, st, ch, err = r.conn.GetW(p)
+			data, st, ch, err = conn.GetW(p)
 			if err == nil {
 				r.arm("d"+p, ch)
 			} else {
@@ -344,6 +347,28 @@ func (r *truthRecorder) readService(svc string, seen map[string]node, parents ma
 	return nil
 }
 
+// renew replaces the recorder's session with a new one: a go-zookeeper
+// session, which sends the last zxid it saw and never gives up, is
+// refused for ever by an ensemble restored from behind it. The reads
+// between are a gap.
+func (r *truthRecorder) renew(servers []string) error {
+	conn, events, err := zk.Connect(servers, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(silentLogger{}))
+	if err != nil {
+		return err
+	}
+	go func() { // a full channel drops events: keep draining
+		for range events {
+		}
+	}()
+	r.mu.Lock()
+	old := r.conn
+	r.conn, r.armed, r.blind = conn, map[string]bool{}, true
+	r.mu.Unlock()
+	old.Close()
+	r.poke()
+	return nil
+}
+
 // Close stops the recorder and returns what it recorded.
 func (r *truthRecorder) Close() ([]history.Change, []history.Gap) {
 	select {
@@ -354,8 +379,8 @@ func (r *truthRecorder) Close() ([]history.Change, []history.Gap) {
 	if r.running {
 		<-r.done
 	}
-	r.conn.Close()
 	r.mu.Lock()
+	r.conn.Close()
 	defer r.mu.Unlock()
 	return slices.Clone(r.changes), slices.Clone(r.gaps)
 }

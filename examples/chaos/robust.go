@@ -311,6 +311,9 @@ func (d *driver) robustSeed(ctx context.Context, seed int64) (res seedResult) {
 		seed, res.faults, res.report.Checks, res.report.Unverified, res.violations, res.report.Requests, res.elapsed.Seconds(),
 		res.report.Slowest.Round(time.Millisecond), res.report.SlowestBy)
 	logf("seed %d: checks by validator: %s", seed, res.report.ByCheckString())
+	if res.report.RestoreFailed > 0 {
+		logf("seed %d: %d requests failed within the restore's bound (the providers registering again): counted apart", seed, res.report.RestoreFailed)
+	}
 	if res.violations > 0 {
 		for i, v := range res.report.Violations {
 			if i == 10 {
@@ -384,6 +387,11 @@ func (d *driver) robustRun(ctx context.Context, rs *robustState) (*history.Histo
 		}
 		g.load.start()
 	}
+	if rs.sched.Restore == restoreSnapshot {
+		if err := d.takeSnapshot(ctx); err != nil { // restore.go
+			return h, fmt.Errorf("copy a member's data for the restore: %w", err)
+		}
+	}
 	if err := drive.SleepCtx(ctx, d.cfg.preRoll); err != nil {
 		return h, err
 	}
@@ -422,6 +430,13 @@ func (d *driver) robustRun(ctx context.Context, rs *robustState) (*history.Histo
 	// Quiet load for the convergence bound, so the last heal is checked.
 	if err := drive.SleepCtx(ctx, robustBounds.Converge+time.Second); err != nil {
 		return h, err
+	}
+	if rs.sched.Restore != "" {
+		res, err := d.restoreEnsemble(ctx, rs, rs.sched.Restore) // restore.go
+		h.Restore = &res
+		if err != nil {
+			return h, err
+		}
 	}
 	for _, rc := range rs.recs {
 		rc.Stop()

@@ -104,6 +104,9 @@ type schedule struct {
 	// Bias is the planted bug the schedule is drawn to exercise
 	// (mutation mode); "" for an ordinary schedule.
 	Bias string
+	// Restore is how the ensemble is restored after the last round
+	// (restore.go): restoreEmpty, restoreSnapshot, or "" for no restore.
+	Restore string
 }
 
 // scheduleShape is what a schedule may target.
@@ -129,7 +132,10 @@ func (s schedule) faults() int {
 func newSchedule(seed int64, sh scheduleShape) schedule {
 	r := rand.New(rand.NewPCG(uint64(seed), 0x9e3779b97f4a7c15))
 	ms := func(lo, hi int) time.Duration { return time.Duration(lo+r.IntN(hi-lo+1)) * time.Millisecond }
-	s := schedule{Seed: seed, Failpoints: failpointSpec(seed), Bias: sh.bias}
+	s := schedule{Seed: seed, Failpoints: failpointSpec(seed), Bias: sh.bias, Restore: restoreSpec(seed)}
+	if sh.bias != "" {
+		s.Restore = biasRestore(sh.bias) // mutants.go
+	}
 	for range sh.rounds {
 		var rd round
 		if sh.bias != "" {
@@ -219,6 +225,9 @@ func (s schedule) String() string {
 	out := strings.Join(rs, " | ")
 	if s.Failpoints != "" {
 		out += " || failpoints " + s.Failpoints
+	}
+	if s.Restore != "" {
+		out += " || restore " + s.Restore
 	}
 	if s.Bias != "" {
 		out += " || mutant " + s.Bias

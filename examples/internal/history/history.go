@@ -154,6 +154,7 @@ type History struct {
 	Ready          []ReadySample  `json:"ready,omitempty"`      // a drained provider's readiness, as the driver asked it
 	Executions     map[string]int `json:"executions,omitempty"` // order key -> times a provider executed it
 	SlowStart      *SlowStart     `json:"slow_start,omitempty"` // the gateways' ramp; nil: none is checked
+	Restore        *Restore       `json:"restore,omitempty"`    // the schedule's last fault, if it restored the ensemble
 }
 
 // Bounds are the limits the validators hold the history to.
@@ -224,6 +225,9 @@ type Report struct {
 	Requests   int         `json:"requests"`
 	Failed     int         `json:"failed"` // outside the crashes
 	Duplicated int         `json:"duplicated"`
+	// RestoreFailed is the requests that failed within a restore or its
+	// bound after (History.restoring): not violations, said apart.
+	RestoreFailed int `json:"restore_failed,omitempty"`
 	// Slowest is the longest a consumer took to converge after a heal,
 	// and SlowestBy which consumer and service it was.
 	Slowest   time.Duration `json:"slowest"`
@@ -249,13 +253,20 @@ func (r *Report) add(o Report) {
 	r.Requests += o.Requests
 	r.Failed += o.Failed
 	r.Duplicated += o.Duplicated
+	r.RestoreFailed += o.RestoreFailed
 }
 
-// Check runs every validator over h.
+// Check runs every validator over h. After a restore, zxids go back: the
+// validators that read the truth's order see h up to the restore, and
+// Restored checks what came after it; requests are counted to the end.
 func Check(h *History, b Bounds) Report {
+	full := h
+	if h.Restore != nil {
+		h = h.before(h.Restore.From)
+	}
 	t := NewTruth(h)
 	r := Report{ByCheck: map[string]int{}, Leave: leave(h, b), Starve: starve(h, b), Stops: len(h.Stops)}
-	for _, q := range h.Requests {
+	for _, q := range full.Requests {
 		if q.Instance != "" {
 			r.Traced++
 		}
@@ -269,7 +280,7 @@ func Check(h *History, b Bounds) Report {
 		{CheckPhantom + "/" + CheckResurrection, PhantomsAndResurrections(h, t, b)},
 		{CheckGoingBack, GoingBack(h, t, b)},
 		{CheckReregistration, Reregistration(h, t, b)},
-		{CheckRequests, Requests(h)},
+		{CheckRequests, Requests(full)},
 		{CheckFlushAck, FlushAck(h, b)},
 		{CheckAfterLeave, AfterLeave(h, t, b)},
 		{CheckFlushReach, FlushReach(h)},
@@ -281,6 +292,7 @@ func Check(h *History, b Bounds) Report {
 		{CheckAfterSick, AfterSick(h, t, b)},
 		{CheckDrainHeld, DrainHeld(h, t, b)},
 		{CheckRamp, Ramp(h)},
+		{CheckRestored, Restored(full, b)},
 	} {
 		r.ByCheck[v.name] = v.r.Checks
 		r.add(v.r)

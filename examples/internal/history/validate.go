@@ -364,7 +364,9 @@ func Requests(h *History) Report {
 	}
 	for _, q := range h.Requests {
 		r.Checks++
-		if q.Failed && !IsCrash(q, h.Crashes) {
+		if q.Failed && !IsCrash(q, h.Crashes) && h.restoring(q.At) {
+			r.RestoreFailed++
+		} else if q.Failed && !IsCrash(q, h.Crashes) {
 			r.Failed++
 			note(failed, q.Gateway+"\x00"+q.Reason, q.At)
 		}
