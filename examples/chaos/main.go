@@ -78,7 +78,7 @@
 // history and the load. It prints a line per seed, then the total:
 //
 //	ROBUST seed=<s> faults=<n> checks=<n> violations=<n>
-//	RESULT mode=robustness seeds=<n> violations=<n> requests=<n> failed=<n> duplicated=<n>
+//	RESULT mode=robustness seeds=<n> violations=<n> requests=<n> failed=<n> duplicated=<n> restore_failed=<n>
 //
 // A failing seed's directory (history.json, report.txt, logs) is kept.
 //
