@@ -19,7 +19,8 @@ type SlowStart struct {
 }
 
 // factor is the share of its full weight an instance registered at reg
-// has at t (endpoint.SlowStart.Factor).
+// has at t: endpoint.SlowStart.Factor's documented curve, written again on
+// purpose, so that a bug planted in the library's own is not the oracle.
 func (s *SlowStart) factor(reg, t time.Time) float64 {
 	age := t.Sub(reg)
 	if age >= s.Window {
