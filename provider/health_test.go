@@ -290,11 +290,23 @@ func TestTheNodeSaysTheHealthCheckTookItOutAndTheOperatorWins(t *testing.T) {
 	}
 	v := st.Version
 
+	// written waits for the node to show the verdict: a transition is Done
+	// once the status write ended, which on a loaded machine can be its
+	// bound (two Intervals) passing while the Registrar keeps trying.
+	written := func(what string, status sd.Status, outBy string) {
+		t.Helper()
+		testutil.WaitFor(t, what, func() bool {
+			inst, _ := nodeOf(t, conn, path)
+			return inst.Status() == status && inst.Metadata[sd.MetadataOutBy] == outBy
+		})
+	}
+
 	sp.sick.Store(true)
-	testutil.WaitFor(t, "out of rotation by health, its status written", func() bool {
+	testutil.WaitFor(t, "out of rotation by health", func() bool {
 		h := sp.Health()
 		return len(h) == 1 && !h[0].Healthy && h[0].By == provider.ByHealth && !h[0].Done.IsZero()
 	})
+	written("its status written, marked by health", sd.StatusOutOfService, sd.OutByHealth)
 	inst, st := nodeOf(t, conn, path)
 	if inst.Status() != sd.StatusOutOfService || inst.Metadata[sd.MetadataOutBy] != sd.OutByHealth || sd.OutOfServiceBy(inst) != provider.ByHealth {
 		t.Fatalf("node out by health: %+v", inst.Metadata)
@@ -307,10 +319,11 @@ func TestTheNodeSaysTheHealthCheckTookItOutAndTheOperatorWins(t *testing.T) {
 	}
 
 	sp.sick.Store(false)
-	testutil.WaitFor(t, "back in rotation, its status written", func() bool {
+	testutil.WaitFor(t, "back in rotation", func() bool {
 		h := sp.Health()
 		return len(h) == 2 && !h[1].Done.IsZero()
 	})
+	written("its status written, unmarked", sd.StatusUp, "")
 	inst, st = nodeOf(t, conn, path)
 	if _, marked := inst.Metadata[sd.MetadataOutBy]; inst.Status() != sd.StatusUp || marked {
 		t.Fatalf("node back UP: %+v, want UP without %s", inst.Metadata, sd.MetadataOutBy)
@@ -321,10 +334,11 @@ func TestTheNodeSaysTheHealthCheckTookItOutAndTheOperatorWins(t *testing.T) {
 
 	// Out by health, then drained: the operator wins.
 	sp.sick.Store(true)
-	testutil.WaitFor(t, "out by health again, its status written", func() bool {
+	testutil.WaitFor(t, "out by health again", func() bool {
 		h := sp.Health()
 		return len(h) == 3 && !h[2].Done.IsZero()
 	})
+	written("its status written again", sd.StatusOutOfService, sd.OutByHealth)
 	data, st, err := conn.Get(path)
 	if err != nil {
 		t.Fatal(err)
