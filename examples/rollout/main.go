@@ -159,6 +159,7 @@ type config struct {
 	lanes       int    // modes run at once
 	svgPath     string // where the timeline chart goes
 	ss          ssConfig
+	outage      outageConfig
 }
 
 func main() { os.Exit(run()) }
@@ -189,6 +190,10 @@ func parseFlags() config {
 	flag.IntVar(&c.ss.workers, "ss-workers", 12, "slowstart mode: load workers per gateway")
 	flag.DurationVar(&c.ss.settle, "ss-restart-window", 4*time.Second, "slowstart mode: each restart's window lasts this long after the new providers are ready, and the next restart waits for its end")
 	flag.DurationVar(&c.ss.steady, "ss-steady", 3*time.Second, "slowstart mode: steady load before the first restart and after the last window")
+	flag.DurationVar(&c.outage.window, "outage-window", 4*time.Second, "outage mode: GRACEKIT_SLOW_START_WINDOW of its gateways (the late provider's ramp)")
+	flag.DurationVar(&c.outage.startWait, "outage-start-wait", time.Second, "outage mode: GRACEKIT_SNAPSHOT_START_WAIT of its gateways and late provider")
+	flag.DurationVar(&c.outage.hold, "outage-hold", 2*time.Second, "outage mode: load through the gateways serving their snapshot, once both serve, before ZooKeeper comes back")
+	flag.DurationVar(&c.outage.converge, "outage-converge", 20*time.Second, "outage mode: bound on the gateways reading ZooKeeper again and routing to the late provider")
 	flag.Parse()
 	for m := range strings.SplitSeq(*modes, ",") {
 		if m = strings.TrimSpace(m); m != "" {
@@ -207,10 +212,14 @@ func parseFlags() config {
 func run() (code int) {
 	cfg := parseFlags()
 	for _, m := range cfg.modes {
-		if m != "graceful" && m != "naive" && m != modeMigrate && m != modeSlowStart {
-			fmt.Fprintf(os.Stderr, "rollout: unknown mode %q (want graceful, naive, migrate or slowstart)\n", m)
+		if m != "graceful" && m != "naive" && m != modeMigrate && m != modeSlowStart && m != modeOutage {
+			fmt.Fprintf(os.Stderr, "rollout: unknown mode %q (want graceful, naive, migrate, slowstart or outage)\n", m)
 			return 2
 		}
+	}
+	if err := cfg.outage.check(); err != nil {
+		fmt.Fprintln(os.Stderr, "rollout:", err)
+		return 2
 	}
 	if s := cfg.ss; s.warmup < 0 || s.warmupDelay < 0 || s.window <= 0 || s.workers < 1 || s.settle <= 0 || s.steady <= 0 {
 		fmt.Fprintf(os.Stderr, "rollout: invalid slowstart flags -ss-warmup %v -ss-warmup-delay %v -ss-window %v -ss-workers %d -ss-restart-window %v -ss-steady %v (want the durations positive, the warm-ups zero or more, and at least 1 worker)\n",
@@ -227,8 +236,11 @@ func run() (code int) {
 			return 2
 		}
 	}
-	if os.Getenv("GRACEKIT_ZK_SERVERS") == "" {
+	if os.Getenv("GRACEKIT_ZK_SERVERS") == "" || slices.Contains(cfg.modes, modeOutage) {
 		if _, _, err := zktest.Runtime(); err != nil {
+			if os.Getenv("GRACEKIT_ZK_SERVERS") != "" {
+				err = fmt.Errorf("%w: %w", errNoOutageZK, err)
+			}
 			fmt.Fprintln(os.Stderr, "rollout:", err) // says how to install it
 			return 1
 		}
@@ -329,7 +341,8 @@ type driver struct {
 	zkMu      sync.Mutex
 	zkCluster *zktest.Cluster
 	zkConnect string
-	bases     []string // the modes' base paths a child was started under
+	outageZK  *zktest.Cluster // the outage mode's own, which it stops and starts
+	bases     []string        // the modes' base paths a child was started under
 	bins      map[string]string
 	keptNoted bool // the logs directory was already printed
 }
@@ -339,6 +352,10 @@ type driver struct {
 func (d *driver) closeZK() (external bool) {
 	d.zkMu.Lock()
 	defer d.zkMu.Unlock()
+	if d.outageZK != nil {
+		_ = d.outageZK.Close()
+		d.outageZK = nil
+	}
 	if d.zkCluster != nil {
 		_ = d.zkCluster.Close()
 		d.zkCluster = nil
@@ -393,8 +410,8 @@ func (d *driver) run(ctx context.Context) ([]*modeResult, error) {
 	var jobs []job
 	for _, tr := range d.cfg.transports {
 		for _, mode := range d.cfg.modes {
-			if (mode == modeMigrate || mode == modeSlowStart) && tr != transportHTTP {
-				continue // go-kit's sd/zk registrations name HTTP instances here; slow start is shown once
+			if (mode == modeMigrate || mode == modeSlowStart || mode == modeOutage) && tr != transportHTTP {
+				continue // go-kit's sd/zk registrations name HTTP instances here; slow start and the outage are shown once
 			}
 			jobs = append(jobs, job{tr, mode})
 		}
@@ -426,9 +443,12 @@ func (d *driver) run(ctx context.Context) ([]*modeResult, error) {
 					return
 				}
 				j := jobs[i]
-				if j.mode == modeSlowStart {
+				switch j.mode {
+				case modeSlowStart:
 					results[i], errs[i] = d.runSlowStart(ctx, d.modeBase(j.transport, j.mode))
-				} else {
+				case modeOutage:
+					results[i], errs[i] = d.runOutage(ctx, d.modeBase(j.transport, j.mode))
+				default:
 					results[i], errs[i] = d.runMode(ctx, j.transport, j.mode, d.modeBase(j.transport, j.mode))
 				}
 				if errs[i] != nil {
@@ -455,7 +475,10 @@ func (d *driver) run(ctx context.Context) ([]*modeResult, error) {
 
 // modeWeight orders the modes for the lanes: the longest first.
 func modeWeight(mode string) int {
-	if mode == modeSlowStart {
+	switch mode {
+	case modeOutage:
+		return 2 // it starts a ZooKeeper of its own too
+	case modeSlowStart:
 		return 1
 	}
 	return 0
