@@ -35,6 +35,10 @@ type load struct {
 	maxRequests int64
 	deadline    time.Time // no request is sent after it
 
+	// active[i] tells whether gateway i is in rotation (all are, unless
+	// setActive took one out).
+	active []atomic.Bool
+
 	issued    atomic.Int64
 	completed atomic.Int64
 	stopCh    chan struct{}
@@ -61,6 +65,10 @@ func newLoad(gateways []string, keyPrefix string, workers int, maxRequests int64
 		endedCh:     make(chan struct{}),
 		samples:     make([][]sample, workers),
 		seen:        make([]map[string]time.Time, len(gateways)),
+		active:      make([]atomic.Bool, len(gateways)),
+	}
+	for i := range l.active {
+		l.active[i].Store(true)
 	}
 	for i := range l.seen {
 		l.seen[i] = map[string]time.Time{}
@@ -110,11 +118,23 @@ func (l *load) worker(ctx context.Context, w int) {
 		if time.Now().After(l.deadline) {
 			return
 		}
+		gw, ok := l.pick(w + i) // go round the consumers in rotation
+		if !ok {
+			// None in rotation: wait, as a client behind an empty load
+			// balancer would, rather than count a failure.
+			t := time.NewTimer(10 * time.Millisecond)
+			select {
+			case <-t.C:
+			case <-l.stopCh:
+			case <-ctx.Done():
+			}
+			t.Stop()
+			continue
+		}
 		n := l.issued.Add(1)
 		if n > l.maxRequests {
 			return
 		}
-		gw := (w + i) % len(l.gateways) // go round the consumers
 		s := l.do(ctx, gw, n)
 		if ctx.Err() != nil {
 			return // interrupted: the request says nothing about the service
@@ -164,6 +184,23 @@ func isPost(n int64) bool { return drive.IsPost(n) }
 
 // transportReason is drive.TransportReason, shortened.
 func transportReason(err error) string { return drive.Shorten(drive.TransportReason(err), 100) }
+
+// pick returns the first gateway in rotation from start on, going round;
+// false when none is.
+func (l *load) pick(start int) (int, bool) {
+	n := len(l.gateways)
+	for k := range n {
+		if gw := (start + k) % n; l.active[gw].Load() {
+			return gw, true
+		}
+	}
+	return 0, false
+}
+
+// setActive puts gateway i in rotation or takes it out, as a load
+// balancer in front of the gateways does: a request already sent to it
+// is not recalled.
+func (l *load) setActive(i int, on bool) { l.active[i].Store(on) }
 
 // finished tells whether the workers reached their count or time bound.
 func (l *load) finished() bool {

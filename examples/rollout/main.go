@@ -54,10 +54,28 @@
 //
 //	RESULT mode=migrate requests=<n> failed=0 duplicated=0 p99_ms=<x> max_stop_ms=<x> crash_failed=0 drained_calls_gracekit=0 drained_calls_gokit=0
 //
+// Opt-in (-modes ...,outage; not in the default set, which must stay
+// within two minutes on a small machine), the outage scenario of static
+// stability (docs/STATIC-STABILITY.md), on a ZooKeeper of its own that it
+// stops: under load through a gateway with GRACEKIT_SNAPSHOT_DIR,
+// ZooKeeper is stopped; a second gateway starts fresh on the same
+// directory and the first restarts, both serving the snapshot's set; a
+// provider starts unregistered. ZooKeeper comes back: the gateways read
+// it, the new provider registers and is ramped in by slow start, a
+// provider restarts on a new port, and both gateways must route to the
+// live set. It must print
+//
+//	RESULT mode=outage requests=<n> failed=0 duplicated=0 started_from_snapshot=<n> gateways=2 converged=2 late_registered=1 ramp_share_pct=<x> share_pct=<y> zk_down_s=<x> converge_ms=<x> p99_ms=<x>
+//
+// with started_from_snapshot at least 1 and ramp_share_pct (the new
+// provider's share in the first half of its ramp) under 0.75 x share_pct
+// (its share after the ramp).
+//
 // Before the RESULT lines it draws every mode's timeline in one SVG and
 // prints REPORT svg=<path>.
 //
-// It exits 1 when graceful or migrate mode failed or duplicated any request, when
+// It exits 1 when graceful, migrate or outage mode failed or duplicated any request, when the
+// outage mode did not show what it should (outageProblems), when
 // naive mode showed no harm (failed + duplicated = 0), when gracekit's
 // gateway executed an order twice, when an order answered OK is in no
 // ledger, or when a mode is invalid: the load ended (at its time or count
@@ -78,7 +96,7 @@
 // The processes talk to the driver as examples/CONTRACT.md says. Flags:
 //
 //	-transport http,grpc   transports to run, in order, each in every mode
-//	-modes graceful,naive,migrate,slowstart  modes to run, in order (migrate, slowstart: HTTP only)
+//	-modes graceful,naive,migrate,slowstart  modes to run, in order (migrate, slowstart, outage: HTTP only)
 //	-workers 21            concurrent load workers (going round the consumers)
 //	-requests 4000         minimum requests per mode (20% POST /api/orders)
 //	-latency 50ms          PROVIDER_LATENCY
@@ -87,6 +105,10 @@
 //	-bindir DIR            use prebuilt provider, gateway and cachedgw binaries
 //	-keep                  keep the temporary directory on success
 //	-svg PATH              the timeline chart (default $TMPDIR/gracekit-demo.svg)
+//	-outage-window 4s      outage: the gateways' slow start window
+//	-outage-start-wait 1s  outage: GRACEKIT_SNAPSHOT_START_WAIT
+//	-outage-hold 2s        outage: load through both snapshot-serving gateways before ZooKeeper returns
+//	-outage-converge 20s   outage: bound on the gateways' convergence once it returned
 package main
 
 import (
@@ -159,6 +181,7 @@ type config struct {
 	lanes       int    // modes run at once
 	svgPath     string // where the timeline chart goes
 	ss          ssConfig
+	outage      outageConfig
 }
 
 func main() { os.Exit(run()) }
@@ -172,7 +195,7 @@ func logf(format string, args ...any) {
 func parseFlags() config {
 	c := config{preRoll: time.Second, preCrash: time.Second, postCrash: 2 * time.Second, postRoll: 0, loadLimit: 75 * time.Second,
 		stopLimit: 20 * time.Second, readyLimit: 30 * time.Second, reqTimeout: 10 * time.Second}
-	modes := flag.String("modes", "graceful,naive,migrate,slowstart", "modes to run, in order (migrate and slowstart run over HTTP only)")
+	modes := flag.String("modes", "graceful,naive,migrate,slowstart", "modes to run, in order (migrate, slowstart and outage run over HTTP only; outage is opt-in: add it, as in -modes graceful,naive,migrate,slowstart,outage)")
 	transports := flag.String("transport", "http,grpc", "transports to run, in order, each in every mode: http, grpc")
 	flag.IntVar(&c.workers, "workers", 21, "concurrent load workers (going round the consumers)")
 	flag.Int64Var(&c.minRequests, "requests", 4000, "minimum requests per mode")
@@ -189,6 +212,10 @@ func parseFlags() config {
 	flag.IntVar(&c.ss.workers, "ss-workers", 12, "slowstart mode: load workers per gateway")
 	flag.DurationVar(&c.ss.settle, "ss-restart-window", 4*time.Second, "slowstart mode: each restart's window lasts this long after the new providers are ready, and the next restart waits for its end")
 	flag.DurationVar(&c.ss.steady, "ss-steady", 3*time.Second, "slowstart mode: steady load before the first restart and after the last window")
+	flag.DurationVar(&c.outage.window, "outage-window", 4*time.Second, "outage mode: GRACEKIT_SLOW_START_WINDOW of its gateways (the late provider's ramp)")
+	flag.DurationVar(&c.outage.startWait, "outage-start-wait", time.Second, "outage mode: GRACEKIT_SNAPSHOT_START_WAIT of its gateways and late provider")
+	flag.DurationVar(&c.outage.hold, "outage-hold", 2*time.Second, "outage mode: load through the gateways serving their snapshot, once both serve, before ZooKeeper comes back")
+	flag.DurationVar(&c.outage.converge, "outage-converge", 20*time.Second, "outage mode: bound on the gateways reading ZooKeeper again and routing to the late provider")
 	flag.Parse()
 	for m := range strings.SplitSeq(*modes, ",") {
 		if m = strings.TrimSpace(m); m != "" {
@@ -207,10 +234,14 @@ func parseFlags() config {
 func run() (code int) {
 	cfg := parseFlags()
 	for _, m := range cfg.modes {
-		if m != "graceful" && m != "naive" && m != modeMigrate && m != modeSlowStart {
-			fmt.Fprintf(os.Stderr, "rollout: unknown mode %q (want graceful, naive, migrate or slowstart)\n", m)
+		if m != "graceful" && m != "naive" && m != modeMigrate && m != modeSlowStart && m != modeOutage {
+			fmt.Fprintf(os.Stderr, "rollout: unknown mode %q (want graceful, naive, migrate, slowstart or outage)\n", m)
 			return 2
 		}
+	}
+	if err := cfg.outage.check(); err != nil {
+		fmt.Fprintln(os.Stderr, "rollout:", err)
+		return 2
 	}
 	if s := cfg.ss; s.warmup < 0 || s.warmupDelay < 0 || s.window <= 0 || s.workers < 1 || s.settle <= 0 || s.steady <= 0 {
 		fmt.Fprintf(os.Stderr, "rollout: invalid slowstart flags -ss-warmup %v -ss-warmup-delay %v -ss-window %v -ss-workers %d -ss-restart-window %v -ss-steady %v (want the durations positive, the warm-ups zero or more, and at least 1 worker)\n",
@@ -227,8 +258,11 @@ func run() (code int) {
 			return 2
 		}
 	}
-	if os.Getenv("GRACEKIT_ZK_SERVERS") == "" {
+	if os.Getenv("GRACEKIT_ZK_SERVERS") == "" || slices.Contains(cfg.modes, modeOutage) {
 		if _, _, err := zktest.Runtime(); err != nil {
+			if os.Getenv("GRACEKIT_ZK_SERVERS") != "" {
+				err = fmt.Errorf("%w: %w", errNoOutageZK, err)
+			}
 			fmt.Fprintln(os.Stderr, "rollout:", err) // says how to install it
 			return 1
 		}
@@ -329,7 +363,8 @@ type driver struct {
 	zkMu      sync.Mutex
 	zkCluster *zktest.Cluster
 	zkConnect string
-	bases     []string // the modes' base paths a child was started under
+	outageZK  *zktest.Cluster // the outage mode's own, which it stops and starts
+	bases     []string        // the modes' base paths a child was started under
 	bins      map[string]string
 	keptNoted bool // the logs directory was already printed
 }
@@ -339,6 +374,10 @@ type driver struct {
 func (d *driver) closeZK() (external bool) {
 	d.zkMu.Lock()
 	defer d.zkMu.Unlock()
+	if d.outageZK != nil {
+		_ = d.outageZK.Close()
+		d.outageZK = nil
+	}
 	if d.zkCluster != nil {
 		_ = d.zkCluster.Close()
 		d.zkCluster = nil
@@ -386,17 +425,25 @@ func (d *driver) run(ctx context.Context) ([]*modeResult, error) {
 	if err := d.build(ctx); err != nil {
 		return nil, err
 	}
-	if err := d.startZK(ctx); err != nil {
-		return nil, err
-	}
 	type job struct{ transport, mode string }
 	var jobs []job
 	for _, tr := range d.cfg.transports {
 		for _, mode := range d.cfg.modes {
-			if (mode == modeMigrate || mode == modeSlowStart) && tr != transportHTTP {
-				continue // go-kit's sd/zk registrations name HTTP instances here; slow start is shown once
+			if (mode == modeMigrate || mode == modeSlowStart || mode == modeOutage) && tr != transportHTTP {
+				continue // go-kit's sd/zk registrations name HTTP instances here; slow start and the outage are shown once
 			}
 			jobs = append(jobs, job{tr, mode})
+		}
+	}
+	if len(jobs) == 0 {
+		return nil, fmt.Errorf("no mode to run: -modes %s over -transport %s (migrate, slowstart and outage run over http only)",
+			strings.Join(d.cfg.modes, ","), strings.Join(d.cfg.transports, ","))
+	}
+	// The outage mode runs on a ZooKeeper of its own; the shared one is
+	// for the others.
+	if slices.ContainsFunc(jobs, func(j job) bool { return j.mode != modeOutage }) {
+		if err := d.startZK(ctx); err != nil {
+			return nil, err
 		}
 	}
 	// The modes run -lanes at a time, each under a base path of its own,
@@ -426,9 +473,12 @@ func (d *driver) run(ctx context.Context) ([]*modeResult, error) {
 					return
 				}
 				j := jobs[i]
-				if j.mode == modeSlowStart {
+				switch j.mode {
+				case modeSlowStart:
 					results[i], errs[i] = d.runSlowStart(ctx, d.modeBase(j.transport, j.mode))
-				} else {
+				case modeOutage:
+					results[i], errs[i] = d.runOutage(ctx, d.modeBase(j.transport, j.mode))
+				default:
 					results[i], errs[i] = d.runMode(ctx, j.transport, j.mode, d.modeBase(j.transport, j.mode))
 				}
 				if errs[i] != nil {
@@ -455,7 +505,10 @@ func (d *driver) run(ctx context.Context) ([]*modeResult, error) {
 
 // modeWeight orders the modes for the lanes: the longest first.
 func modeWeight(mode string) int {
-	if mode == modeSlowStart {
+	switch mode {
+	case modeOutage:
+		return 2 // it starts a ZooKeeper of its own too
+	case modeSlowStart:
 		return 1
 	}
 	return 0

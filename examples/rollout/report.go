@@ -174,6 +174,8 @@ type modeResult struct {
 	// the restarted providers are ready.
 	SlowStart []ssFigures
 	SSWindow  time.Duration
+	// Outage is the outage mode's figures, nil in other modes.
+	Outage *outageFigures
 }
 
 // Requests etc. are the totals of every consumer.
@@ -310,6 +312,9 @@ func resultLine(r *modeResult) string {
 	if r.SlowStart != nil {
 		return strings.Join(ssLines(r), "\n")
 	}
+	if r.Outage != nil {
+		return outageLine(r)
+	}
 	mode := r.Mode
 	if r.grpc() {
 		mode += " transport=" + transportGRPC
@@ -341,14 +346,17 @@ func verdict(r *modeResult) string {
 			}
 		}
 	}
-	if (r.Mode == "graceful" || r.Mode == modeMigrate || r.Mode == modeSlowStart) && (r.Failed() > 0 || r.Duplicated() > 0) {
+	if r.Outage != nil {
+		why = append(why, outageProblems(r.Outage)...)
+	}
+	if (r.Mode == "graceful" || r.Mode == modeMigrate || r.Mode == modeSlowStart || r.Mode == modeOutage) && (r.Failed() > 0 || r.Duplicated() > 0) {
 		why = append(why, fmt.Sprintf("%s mode failed %d and duplicated %d of %d requests", r.Mode, r.Failed(), r.Duplicated(), r.Requests()))
 	}
 	if r.Mode == "naive" && r.Failed()+r.Duplicated() == 0 {
 		why = append(why, "naive mode showed no harm (failed=0 duplicated=0)")
 	}
 	for _, c := range r.Consumers {
-		if (c.Name == consumerGracekit || c.Name == consumerSSOn || c.Name == consumerSSOff) && c.Duplicated+c.CrashResent > 0 {
+		if (c.Name == consumerGracekit || c.Name == consumerSSOn || c.Name == consumerSSOff || r.Mode == modeOutage) && c.Duplicated+c.CrashResent > 0 {
 			why = append(why, fmt.Sprintf("the gracekit gateway executed %d orders twice", c.Duplicated+c.CrashResent))
 		}
 	}

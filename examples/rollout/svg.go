@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -90,12 +91,15 @@ func writeSVG(w io.Writer, title string, rows [][]*timeline) {
 			}
 		}
 	}
-	cols, windows := 0, false
+	cols := 0
+	var windows []string // the shaded windows' labels, each once
 	for _, row := range rows {
 		cols = max(cols, len(row))
 		for _, tl := range row {
 			sc.secs[tl] = max(1, tl.Seconds(), axes[tl.Axis])
-			windows = windows || len(tl.Windows) > 0
+			if label := tl.windowLabel(); len(tl.Windows) > 0 && !slices.Contains(windows, label) {
+				windows = append(windows, label)
+			}
 			for c, n := range tl.Consumers {
 				if _, ok := sc.colors[n]; !ok {
 					sc.colors[n] = consumerColors[len(sc.colors)%len(consumerColors)]
@@ -142,8 +146,8 @@ func writeSVG(w io.Writer, title string, rows [][]*timeline) {
 	}
 	item("legend-failed", fmt.Sprintf(`<rect x="%d" y="%d" width="12" height="10" fill="%s"/>`, lx, ly-9, failedFill), "failed")
 	item("legend-crash-failed", fmt.Sprintf(`<rect x="%d" y="%d" width="12" height="10" fill="url(#crash-hatch)"/>`, lx, ly-9), "crash_failed (at the killed provider, after the kill)")
-	if windows {
-		item("legend-window", fmt.Sprintf(`<rect x="%d" y="%d" width="12" height="10" fill="%s"/>`, lx, ly-9, windowFill), "restart window (SIGTERM to ready + settle)")
+	if len(windows) > 0 {
+		item("legend-window", fmt.Sprintf(`<rect x="%d" y="%d" width="12" height="10" fill="%s"/>`, lx, ly-9, windowFill), strings.Join(windows, "; "))
 	}
 	for _, kind := range []string{markSIGTERM, markRestart, markKill} {
 		st := markStyle[kind]

@@ -41,6 +41,8 @@ type timeline struct {
 	// are its restart windows, as offsets from the start, shaded.
 	Latency bool
 	Windows [][2]time.Duration
+	// WindowLabel names the Windows in the legend; empty: restart windows.
+	WindowLabel string
 	// FailedN and CrashFailedN are the headline's counts: the failures
 	// the mode counts as failed, and those of its kill -9 window.
 	FailedN, CrashFailedN int
@@ -94,6 +96,25 @@ func newTimeline(title string, names []string, start time.Time, samples []sample
 	return tl
 }
 
+// chartTitle names what the chart shows; the outage only when it ran.
+func chartTitle(results []*modeResult) string {
+	t := "make demo: a rolling restart (new ports) and a kill -9 under load; the migration; slow start"
+	for _, r := range results {
+		if r.Mode == modeOutage {
+			return t + "; a ZooKeeper outage"
+		}
+	}
+	return t
+}
+
+// windowLabel is what the timeline's shaded windows are.
+func (tl *timeline) windowLabel() string {
+	if tl.WindowLabel != "" {
+		return tl.WindowLabel
+	}
+	return "restart window (SIGTERM to ready + settle)"
+}
+
 func second(d time.Duration) int { return max(0, int(d/time.Second)) }
 
 // Seconds is the timeline's length.
@@ -118,7 +139,7 @@ func writeChart(path string, results []*modeResult) (string, error) {
 		// once (migrate, slowstart) share a last row, so the chart stays
 		// two panels wide.
 		key := r.Transport
-		if r.Mode == modeMigrate || r.Mode == modeSlowStart {
+		if r.Mode == modeMigrate || r.Mode == modeSlowStart || r.Mode == modeOutage {
 			key = "once" // each on a time axis of its own
 		} else {
 			r.Timeline.Axis = "rolling"
@@ -143,7 +164,7 @@ func writeChart(path string, results []*modeResult) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := writeSVGFile(abs, "make demo: a rolling restart (new ports) and a kill -9 under load; the migration; slow start", rows); err != nil {
+	if err := writeSVGFile(abs, chartTitle(results), rows); err != nil {
 		return "", err
 	}
 	return abs, nil

@@ -28,6 +28,8 @@ var StepBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2
 //	gracekit_flush_calls_total{kind,outcome}                      counter
 //	gracekit_flush_refusals_total{reason}                         counter
 //	gracekit_flush_results_total{result}                          counter
+//	gracekit_sd_snapshot_age_seconds{service}                     gauge
+//	gracekit_sd_snapshot_write_failures_total{service}            counter
 func Gracekit(reg prometheus.Registerer) *fxmodule.Metrics {
 	counter := func(name, help string, labels ...string) *kitprometheus.Counter {
 		cv := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
@@ -42,7 +44,10 @@ func Gracekit(reg prometheus.Registerer) *fxmodule.Metrics {
 	instances := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "gracekit_sd_instances", Help: "Instances in the set the Instancer published last.",
 	}, []string{"service"})
-	reg.MustRegister(steps, instances)
+	snapAge := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "gracekit_sd_snapshot_age_seconds", Help: "Age of the snapshot a service serves while ZooKeeper has not answered; 0 once live.",
+	}, []string{"service"})
+	reg.MustRegister(steps, instances, snapAge)
 	return &fxmodule.Metrics{
 		StepDuration: kitprometheus.NewHistogram(steps),
 		Instancer: sd.InstancerMetrics{
@@ -55,6 +60,9 @@ func Gracekit(reg prometheus.Registerer) *fxmodule.Metrics {
 		FlushCalls:    counter("gracekit_flush_calls_total", "Flush calls of the stop, one per target: kind signed or spring, outcome acked or failed.", "kind", "outcome"),
 		FlushRefusals: counter("gracekit_flush_refusals_total", "Flush requests the gateway's handler refused, by reason.", "reason"),
 		FlushResults:  counter("gracekit_flush_results_total", "Flush requests the gateway's handler acknowledged, by result.", "result"),
+		// Only with GRACEKIT_SNAPSHOT_DIR (docs/STATIC-STABILITY.md).
+		SnapshotAge:           kitprometheus.NewGauge(snapAge),
+		SnapshotWriteFailures: counter("gracekit_sd_snapshot_write_failures_total", "Snapshot writes that failed (full or read-only disk).", "service"),
 	}
 }
 
