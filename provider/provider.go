@@ -469,16 +469,14 @@ func (p *Provider) start(ctx context.Context) error {
 	reg, err := sd.NewRegistrar(client, p.cfg.Instance,
 		append([]sd.RegistrarOption{sd.WithLogger(p.opts.logger), sd.OnRegistrarEvent(p.onRegistrarEvent)}, p.opts.registrar...)...)
 	if err == nil && len(p.cfg.Flush.Gateways) > 0 {
-		var src flush.TargetSource
-		if src, err = p.opts.consumer.GatewayTargets(ctx, p.cfg.Instance, p.cfg.Flush.Gateways...); err == nil {
-			p.gw.Store(&src)
-		}
+		err = p.watchGateways(ctx, client) // register_later.go
 	}
 	var seq *shutdown.Sequence
 	if err == nil {
 		seq, err = p.newSequence(release)
 	}
 	if err != nil {
+		p.endLateGateways()
 		_ = release(context.WithoutCancel(ctx))
 		p.closeListener()
 		return err
@@ -493,6 +491,7 @@ func (p *Provider) start(ctx context.Context) error {
 		// just after the session's Start) rolls nothing back, the
 		// session's release included: it is given here (once, whichever
 		// gives it). A goleak check caught the open session.
+		p.endLateGateways()
 		_ = release(context.WithoutCancel(ctx))
 		p.closeListener()
 		if seq.Served() {

@@ -24,7 +24,8 @@ const RegisterReachWait = 3 * time.Second
 // RegisterReachWait (or the connect timeout), the registration goes on in
 // the background, retried with a backoff, and one line says so. The stop
 // ends it first; an instance that never registered has nothing to take
-// out of service or delete. Other registration errors (an *sd.ConflictError,
+// out of service or delete. The watch of Flush.Gateways waits the same way
+// (see watchGateways). Other registration errors (an *sd.ConflictError,
 // an ACL) still fail the Start. For a process that must serve through an
 // outage (a gateway starting from its consumer's snapshot,
 // docs/STATIC-STABILITY.md).
@@ -35,12 +36,92 @@ func WithRegisterWhenReachable() Option {
 // errUnreachable ends a registration attempt that no server answered.
 var errUnreachable = errors.New("provider: no ZooKeeper server gave a session")
 
-// lateRegistration is a registration left to the background.
+// lateRegistration is a registration left to the background, and the
+// watch of the flush gateways (Flush.Gateways) left with it.
 type lateRegistration struct {
 	mu         sync.Mutex
 	cancel     context.CancelFunc // nil when none runs
 	done       chan struct{}
 	registered bool // it succeeded
+
+	gwCancel context.CancelFunc // nil when no gateway watch waits
+	gwDone   chan struct{}
+}
+
+// watchGateways watches the flush gateways' services for the stop's
+// flush (consumer.GatewayTargets waits for their first loads). With
+// WithRegisterWhenReachable, ZooKeeper silent for RegisterReachWait does
+// not fail the Start, as it would not fail the registration: the watch
+// goes on in the background, and until it loaded the stop flushes the
+// other targets only (an instance that was never registered was listed by
+// no gateway, unless its consumer's snapshot answers first).
+func (p *Provider) watchGateways(ctx context.Context, client *sd.Client) error {
+	watch := func(ctx context.Context) error {
+		src, err := p.opts.consumer.GatewayTargets(ctx, p.cfg.Instance, p.cfg.Flush.Gateways...)
+		if err == nil {
+			p.gw.Store(&src)
+		}
+		return err
+	}
+	if !p.opts.registerLater {
+		return watch(ctx)
+	}
+	gctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	t := time.AfterFunc(RegisterReachWait, func() {
+		if !client.HadSession() {
+			cancel(errUnreachable)
+		}
+	})
+	err := watch(gctx)
+	t.Stop()
+	if err == nil || ctx.Err() != nil || (!errors.Is(context.Cause(gctx), errUnreachable) && client.HadSession()) {
+		return err
+	}
+	p.log.Warn("ZooKeeper is unreachable; watching the flush gateways as soon as it answers", "gateways", p.cfg.Flush.Gateways, "err", err)
+	bctx, bcancel := context.WithCancel(context.Background())
+	l := &p.late
+	l.mu.Lock()
+	l.gwCancel, l.gwDone = bcancel, make(chan struct{})
+	done := l.gwDone
+	l.mu.Unlock()
+	go func() {
+		defer close(done)
+		bo := backoff.NewExponentialBackOff()
+		bo.InitialInterval, bo.MaxInterval = 250*time.Millisecond, 5*time.Second
+		for {
+			err := watch(bctx)
+			if err == nil {
+				p.log.Info("watching the flush gateways once ZooKeeper answered", "gateways", p.cfg.Flush.Gateways)
+				return
+			}
+			if bctx.Err() != nil || errors.Is(err, sd.ErrClosed) {
+				return // stopping, or the consumer was
+			}
+			p.log.Debug("watching the flush gateways failed; trying again", "err", err)
+			t := time.NewTimer(bo.NextBackOff())
+			select {
+			case <-t.C:
+			case <-bctx.Done():
+				t.Stop()
+				return
+			}
+		}
+	}()
+	return nil
+}
+
+// endLateGateways stops a background watch of the flush gateways and
+// waits for it: it ends with its ctx (a first load in progress included).
+func (p *Provider) endLateGateways() {
+	l := &p.late
+	l.mu.Lock()
+	cancel, done := l.gwCancel, l.gwDone
+	l.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
 }
 
 // register registers reg within ctx; with WithRegisterWhenReachable, an
@@ -105,6 +186,7 @@ func (p *Provider) register(ctx context.Context, reg *sd.Registrar, client *sd.C
 // take out of service, and nothing to delete unless ZooKeeper ever
 // answered.
 func (p *Provider) endLate(ctx context.Context) (pending bool, err error) {
+	p.endLateGateways()
 	l := &p.late
 	l.mu.Lock()
 	cancel, done := l.cancel, l.done

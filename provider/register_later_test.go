@@ -1,13 +1,25 @@
 package provider_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
+	"github.com/gracekit/gracekit/consumer"
 	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/provider"
 	"github.com/gracekit/gracekit/sd"
@@ -133,4 +145,124 @@ func TestWithoutTheOptionAStartInAnOutageFails(t *testing.T) {
 		t.Fatal("Start succeeded with ZooKeeper down")
 	}
 	_ = p.Stop(ctx)
+}
+
+// lockedBuffer is a log sink the provider's goroutines write to while the
+// test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Issue 42: a provider that flushes the gateways it discovers
+// (Flush.Gateways) starts in an outage too: its watch of the gateways'
+// service waits for ZooKeeper in the background, as its registration
+// does, and once both are done its stop flushes a gateway registered
+// after the outage. Before, the Start failed when the watch's first load
+// found no server.
+func TestAProviderFlushingDiscoveredGatewaysStartsInAnOutage(t *testing.T) {
+	t.Parallel()
+	zkc := zktest.New(t)
+	if err := zkc.StopAll(); err != nil {
+		t.Fatal(err)
+	}
+	sess, err := sd.NewSession(zkc.ConnectString(), sd.SessionTimeout(4*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs lockedBuffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	cons, err := consumer.New(sess, consumer.WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cons.Start(ctx); err != nil {
+		t.Fatalf("consumer Start in an outage: %v", err)
+	}
+	t.Cleanup(func() { _ = cons.Stop(context.Background()) })
+
+	var flushes atomic.Int64
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/flush" {
+			flushes.Add(1)
+		}
+	}))
+	t.Cleanup(gw.Close)
+	port := testutil.FreePort(t)
+	mux := http.NewServeMux()
+	p, err := provider.New(sess, provider.Config{
+		Instance: sd.Instance{Name: "quote", ID: "late-gw", Address: "127.0.0.1", Port: port},
+		Server:   &http.Server{Handler: mux, ReadHeaderTimeout: time.Second},
+		Addr:     fmt.Sprintf("127.0.0.1:%d", port),
+		Flush:    provider.Flush{Secret: bytes.Repeat([]byte("s"), 32), Gateways: []string{"edge"}},
+	}, provider.WithConsumer(cons), provider.WithRegisterWhenReachable(), provider.WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	if err := p.Start(ctx); err != nil {
+		t.Fatalf("Start in an outage: %v", err)
+	}
+	// Each of the two waits gives up after RegisterReachWait at most.
+	if took := time.Since(begin); took > 2*provider.RegisterReachWait+3*time.Second {
+		t.Fatalf("Start took %v, want at most twice RegisterReachWait (%v)", took, provider.RegisterReachWait)
+	}
+	if got := status(t, fmt.Sprintf("http://127.0.0.1:%d/readyz", port)); got != http.StatusOK {
+		t.Fatalf("/readyz: %d", got)
+	}
+
+	if err := zkc.StartAll(); err != nil {
+		t.Fatal(err)
+	}
+	conn := testutil.ZKConn(t, zkc.Addrs())
+	gwURL, err := url.Parse(gw.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gwPort, err := strconv.Atoi(gwURL.Port())
+	if err != nil {
+		t.Fatal(err)
+	}
+	edge := sd.Instance{Name: "edge", ID: "edge-1", Address: "127.0.0.1", Port: gwPort, Metadata: map[string]string{sd.MetadataFlushPath: "/flush"}}
+	data, err := sd.CuratorCodec{}.Encode(edge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Create("/services", nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		t.Fatal(err)
+	}
+	if _, err := conn.Create("/services/edge", nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		t.Fatal(err)
+	}
+	if _, err := conn.Create("/services/edge/edge-1", data, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the registration and the gateways' watch once ZooKeeper answered", func() bool {
+		ok, _, err := conn.Exists("/services/quote/late-gw")
+		return err == nil && ok && strings.Contains(logs.String(), "watching the flush gateways once ZooKeeper answered")
+	})
+	testutil.WaitFor(t, "edge-1 listed", func() bool {
+		in, err := cons.Instancer(ctx, "edge")
+		return err == nil && len(in.Instances()) == 1
+	})
+	if err := p.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if flushes.Load() == 0 {
+		t.Fatalf("the stop flushed no gateway; log:\n%s", logs.String())
+	}
 }

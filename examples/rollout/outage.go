@@ -314,9 +314,8 @@ func (d *driver) runOutage(ctx context.Context, base string) (res *modeResult, e
 		// A snapshot directory turns on provider.WithRegisterWhenReachable
 		// (the late one serves during the outage and registers once
 		// ZooKeeper answers), and the provider's watch of the gateways it
-		// flushes starts from the snapshot its siblings wrote: without one
-		// a provider that flushes discovered gateways cannot start during
-		// an outage.
+		// flushes starts from the snapshot its siblings wrote: it knows
+		// them before ZooKeeper is back.
 		in.vars["GRACEKIT_SNAPSHOT_DIR"] = provSnapDir
 		in.vars["GRACEKIT_SNAPSHOT_START_WAIT"] = oc.startWait.String()
 	}
