@@ -63,6 +63,10 @@ func TestSlowStartPickerRampsOnlyAddressesThatJoin(t *testing.T) {
 	pb.update(balancer.ClientConnState{ResolverState: resolver.State{Addresses: []resolver.Address{a, b, c}}})
 	info.ReadySCs[scs["c"]] = base.SubConnInfo{Address: c}
 	p := pb.Build(info).(*picker)
+	// The test moves the clock and reweighs itself: the ramp goroutine,
+	// which owns the weights after Build, is stopped first (run beside
+	// it, the two raced on p.from under make stress).
+	p.stop()
 	const n = 21000
 	var shares []float64
 	for _, step := range []time.Duration{0, 5 * time.Second, 5 * time.Second} {

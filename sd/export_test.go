@@ -64,3 +64,21 @@ func SeenZxid(c *Client) int64 {
 	}
 	return z
 }
+
+// Losses counts the sessions c gave up as lost (lost.go): its own
+// session's and its watch session's. A session the server expired is not
+// one: the client did not decide it.
+func Losses(c *Client) (own, watch uint64) {
+	c.zmu.Lock()
+	own = c.zlineage
+	c.zmu.Unlock()
+	c.mu.Lock()
+	ws := c.ws
+	c.mu.Unlock()
+	if ws != nil {
+		ws.mu.Lock()
+		watch = ws.lineage
+		ws.mu.Unlock()
+	}
+	return own, watch
+}
