@@ -505,6 +505,8 @@ func (d *driver) robustStepMore(ctx context.Context, rs *robustState, st step, r
 		return true, d.faultDrainSick(ctx, rs, st, round)
 	case kRestartDrain:
 		return true, d.faultRestartDrain(ctx, rs, st, round) // ramp.go
+	case kLostReply:
+		return true, d.faultLostReply(ctx, rs, st, round) // lostreply.go
 	}
 	return false, nil
 }

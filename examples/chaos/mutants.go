@@ -61,6 +61,7 @@ var mutants = []mutant{
 	{"readyrace", "a provider's health recovery marks it ready while an operator's drain holds (provider)", []string{history.CheckDrainHeld, "after-drain"}},
 	{"rampreset", "a rebuild of the Endpointer's set gives a ramping instance its full weight (endpoint)", []string{history.CheckRamp}},
 	{"neverlost", "a refused session is never given up: no server is ever found behind it (sd)", []string{history.CheckRestored}},
+	{"parentnolimit", "a parent's exists and create go without the reply limit and the caller's ctx (sd)", []string{history.CheckBounded}},
 	{"nominup", "gracekit drain -min-up counts, then writes without a version check of what it counted (cmd/gracekit)", []string{history.CheckMinUp}},
 }
 
@@ -132,6 +133,8 @@ func biasSteps(name string, r *rand.Rand, sh scheduleShape) []step {
 		for g := range sh.groups {
 			out = append(out, step{Kind: kExpireProvider, At: ms(0, 500), Group: g, Slot: r.IntN(sh.providers)})
 		}
+	case "parentnolimit": // a new service's parent create loses its reply on a connection kept up
+		out = append(out, step{Kind: kLostReply, At: ms(0, 500), Reply: "createContainer"})
 	case "noreread": // consumers away longer than the bounds while a provider goes
 		long := robustBounds.Converge + sh.sessionTimeout/2
 		out = append(out, step{Kind: kResetLong, At: 0, Slot: 0, For: long}, step{Kind: kBlackholeLong, At: 0, Slot: 1, For: long},

@@ -122,6 +122,12 @@ var plantedEdits = map[string][]edit{
 		new: "func (c *Client) behind(ctx context.Context, addr string, zxid int64) (at int64, behind bool) {\n" +
 			"\tif zxid <= 0 || true { // planted bug: no server is ever behind, so a refused session is never given up\n",
 	}},
+	"parentnolimit": {{
+		file: "sd/registrar.go",
+		old:  "\treturn r.c.ensurePath(ctx, path.Dir(r.path), r.opts.parents == ParentsContainer, r.call)\n",
+		new: "\t// planted bug: the parents' exists and creates go without the reply limit and the caller's ctx\n" +
+			"\treturn r.c.ensurePath(ctx, path.Dir(r.path), r.opts.parents == ParentsContainer, func(_ context.Context, fn func() error) error { return fn() })\n",
+	}},
 	"forgetdrain": {{
 		file: "sd/registrar.go",
 		old: "\tif r.drainedBy != \"\" {\n" +

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/binary"
 	"io"
 	"net"
 	"strings"
@@ -35,6 +34,8 @@ type zkProxy struct {
 	sessions map[int64]bool // every session a handshake through the proxy named
 	redirect string         // every new connection goes there instead; "" for the members (faults.go's stale server)
 	delay    time.Duration  // each chunk is forwarded this long after it arrived, both ways (SetDelay)
+	loss     *replyLoss     // armed by LoseReply; nil when none
+	lost     []LostReply    // replies dropped since the last Disarm
 	wg       sync.WaitGroup
 
 	closeOnce sync.Once
@@ -126,20 +127,23 @@ func (p *zkProxy) forward(down net.Conn, upstream string) {
 		return
 	}
 	done := make(chan struct{}, 2)
-	go func() { p.pipe(up, down, false); done <- struct{}{} }()
-	go func() { p.pipe(down, up, true); done <- struct{}{} }()
+	lc := &lossConn{xids: map[int32]taken{}}
+	go func() { p.pipe(up, down, false, lc); done <- struct{}{} }()
+	go func() { p.pipe(down, up, true, lc); done <- struct{}{} }()
 	<-done // either side ended: end both
 	p.untrack(down, up)
 	<-done
 }
 
 // pipe copies src to dst, dropping what arrives while the proxy is
-// blackholed (and marking both ends to be closed at the heal). From the
-// server's side it notes the session of the connect response, the first
-// frame: length, protocol version, timeout, session id.
-func (p *zkProxy) pipe(dst, src net.Conn, fromServer bool) {
+// blackholed (and marking both ends to be closed at the heal). It splits
+// both directions into ZooKeeper packets (zkframe.go): from the client it
+// notes the requests whose reply an armed LoseReply takes, and from the
+// server it notes the session of the connect response and drops those
+// replies (and, silent, every packet after them).
+func (p *zkProxy) pipe(dst, src net.Conn, fromServer bool, lc *lossConn) {
 	buf := make([]byte, 32*1024)
-	var head []byte
+	var fr framer
 	write := func(b []byte) error { _, err := dst.Write(b); return err }
 	if d := p.latency(); d > 0 {
 		// A slow link: each chunk leaves d after it came, in order.
@@ -170,14 +174,14 @@ func (p *zkProxy) pipe(dst, src net.Conn, fromServer bool) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			if fromServer && len(head) < 20 {
-				head = append(head, buf[:min(n, 20-len(head))]...)
-				if len(head) == 20 {
-					p.noteSession(int64(binary.BigEndian.Uint64(head[12:20])))
-				}
+			out := buf[:n]
+			if fromServer {
+				out = p.fromServer(&fr, out, lc, src)
+			} else {
+				p.fromClient(&fr, out, lc)
 			}
-			if !p.holeIn(src, dst) {
-				if werr := write(buf[:n]); werr != nil {
+			if len(out) > 0 && !p.holeIn(src, dst) {
+				if werr := write(out); werr != nil {
 					return
 				}
 			}
@@ -186,6 +190,138 @@ func (p *zkProxy) pipe(dst, src net.Conn, fromServer bool) {
 			return
 		}
 	}
+}
+
+// fromClient notes the requests of b whose reply an armed loss takes.
+// The bytes go on as they came: a request is never held back.
+func (p *zkProxy) fromClient(fr *framer, b []byte, lc *lossConn) {
+	first := fr.seen == 0
+	packets, _ := fr.feed(b)
+	for i, pk := range packets {
+		if first && i == 0 {
+			continue // the handshake
+		}
+		xid, op, ok := requestHeader(pk)
+		if !ok || xid < 0 {
+			continue
+		}
+		if hold, take := p.takeLoss(op); take {
+			lc.mu.Lock()
+			lc.xids[xid] = taken{op: op, hold: hold}
+			lc.mu.Unlock()
+		}
+	}
+}
+
+// fromServer is what of b goes on to the client: whole packets, minus the
+// replies a loss took (and, once a silent loss dropped one, nothing more:
+// src, the member's end, is closed after the loss's hold).
+func (p *zkProxy) fromServer(fr *framer, b []byte, lc *lossConn, src net.Conn) []byte {
+	first := fr.seen == 0
+	packets, raw := fr.feed(b)
+	var out []byte
+	for i, pk := range packets {
+		if first && i == 0 {
+			p.noteSession(connectSession(pk))
+			out = append(out, pk...)
+			continue
+		}
+		xid, _, _, _ := replyHeader(pk)
+		lc.mu.Lock()
+		tk, lose := lc.xids[xid]
+		delete(lc.xids, xid)
+		silent := lc.silent
+		if lose && tk.hold > 0 {
+			lc.silent = true
+		}
+		lc.mu.Unlock()
+		if silent {
+			continue
+		}
+		if lose {
+			p.dropped(tk.op, xid)
+			if tk.hold > 0 {
+				_ = src.SetReadDeadline(time.Now().Add(tk.hold))
+			}
+			continue
+		}
+		out = append(out, pk...)
+	}
+	return append(out, raw...) // bytes past a broken framing come after its last packet
+}
+
+// replyLoss is an armed LoseReply: the replies of the next n requests
+// of opcode op are dropped; hold > 0 makes the connection silent after
+// the drop, and closes it hold later.
+type replyLoss struct {
+	op   int32
+	n    int
+	hold time.Duration
+}
+
+// lossConn is one forwarded connection's requests whose reply is to be
+// dropped (xid to opcode), shared by its two pipes.
+type lossConn struct {
+	mu     sync.Mutex
+	xids   map[int32]taken
+	silent bool // a silent loss dropped a reply: nothing more reaches the client
+}
+
+// taken is a request whose reply is to be dropped.
+type taken struct {
+	op   int32
+	hold time.Duration // the loss's hold
+}
+
+// LostReply is a reply the proxy dropped.
+type LostReply struct {
+	Op  string
+	Xid int32
+	At  time.Time
+}
+
+// LoseReply makes the proxy drop the replies of the next n requests of
+// opcode op (zkOps), on any of its connections, while forwarding the
+// requests themselves: the server acts on them and the client never
+// hears. With hold 0 every other packet still flows, pings' answers
+// included, so the connection stays up and only the caller's own bound
+// ends its wait; with hold > 0 the connection goes silent after the drop
+// and is closed hold later (the client's read timeout usually ends it
+// first). It replaces a loss armed before.
+func (p *zkProxy) LoseReply(op int32, n int, hold time.Duration) {
+	p.mu.Lock()
+	p.loss = &replyLoss{op: op, n: n, hold: hold}
+	p.mu.Unlock()
+}
+
+// Disarm ends an armed loss and returns the replies dropped since the
+// last Disarm. A request already taken still loses its reply.
+func (p *zkProxy) Disarm() []LostReply {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.loss = nil
+	out := p.lost
+	p.lost = nil
+	return out
+}
+
+// takeLoss tells whether a request of opcode op is to lose its reply,
+// counting it against the armed loss, and the loss's hold.
+func (p *zkProxy) takeLoss(op int32) (hold time.Duration, take bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.loss == nil || p.loss.op != op || p.loss.n <= 0 {
+		return 0, false
+	}
+	p.loss.n--
+	return p.loss.hold, true
+}
+
+// dropped notes a reply dropped.
+func (p *zkProxy) dropped(op, xid int32) {
+	p.mu.Lock()
+	p.lost = append(p.lost, LostReply{Op: opName(op), Xid: xid, At: time.Now()})
+	p.mu.Unlock()
 }
 
 // holeIn tells whether the proxy is blackholed, and if so marks cs to be

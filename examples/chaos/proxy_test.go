@@ -2,11 +2,15 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"io"
 	"net"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/gracekit/gracekit/zktest"
 )
 
 // echoServer answers each line with the same line.
@@ -192,5 +196,97 @@ func TestProxyDelayIsARoundTripOfTwice(t *testing.T) {
 		if took := time.Since(start); took < 2*d {
 			t.Errorf("a round trip took %v, want at least %v", took, 2*d)
 		}
+	}
+}
+
+// lostReplyConn is a go-zookeeper connection to a real server through a
+// proxy, with a session timeout of 2 s (its read timeout 1.33 s).
+func lostReplyConn(t *testing.T) (*zkProxy, *zk.Conn) {
+	t.Helper()
+	srv := zktest.New(t)
+	p, err := newZKProxy([]string{srv.ConnectString()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	conn, events, err := zk.Connect([]string{p.ConnectString()}, 2*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	for deadline := time.After(10 * time.Second); conn.State() != zk.StateHasSession; {
+		select {
+		case <-events:
+		case <-deadline:
+			t.Fatal("no session through the proxy within 10 s")
+		}
+	}
+	return p, conn
+}
+
+// A lost reply with the connection kept up: the server made the node,
+// the pings' answers and later replies still flow, and the create waits
+// for as long as the connection lives.
+func TestProxyLosesAReplyAndKeepsTheConnection(t *testing.T) {
+	p, conn := lostReplyConn(t)
+	p.LoseReply(zkOps["createContainer"], 1, 0)
+	done := make(chan error, 1)
+	go func() {
+		_, err := conn.CreateContainer("/lost", nil, zk.FlagContainer, zk.WorldACL(zk.PermAll))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("the create whose reply was lost returned %v within 3 s (twice the read timeout)", err)
+	case <-time.After(3 * time.Second):
+	}
+	ok, _, err := conn.Exists("/lost")
+	if err != nil || !ok {
+		t.Fatalf("exists /lost on the same connection: %v, %v; want the node the lost create made", ok, err)
+	}
+	lost := p.Disarm()
+	if len(lost) != 1 || lost[0].Op != "createContainer" {
+		t.Fatalf("lost %+v, want one createContainer", lost)
+	}
+	p.Cut() // the lost call ends with its connection
+	select {
+	case err := <-done:
+		if !errors.Is(err, zk.ErrConnectionClosed) {
+			t.Errorf("the lost create ended with %v, want %v", err, zk.ErrConnectionClosed)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lost create did not end within 5 s of its connection's cut")
+	}
+	p.Heal()
+}
+
+// A silent loss: after the dropped reply nothing reaches the client, so
+// its read timeout ends the connection and the call fails.
+func TestProxyLosesAReplyAndGoesSilent(t *testing.T) {
+	p, conn := lostReplyConn(t)
+	p.LoseReply(zkOps["create"], 1, 10*time.Second)
+	start := time.Now()
+	_, err := conn.Create("/silent", nil, 0, zk.WorldACL(zk.PermAll))
+	if !errors.Is(err, zk.ErrConnectionClosed) {
+		t.Fatalf("the create whose reply was lost, silent, returned %v after %v, want %v", err, time.Since(start), zk.ErrConnectionClosed)
+	}
+	if took := time.Since(start); took > 4*time.Second {
+		t.Errorf("it took %v, more than twice the client's read timeout", took)
+	}
+	if lost := p.Disarm(); len(lost) != 1 || lost[0].Op != "create" {
+		t.Errorf("lost %+v, want one create", lost)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		ok, _, err := conn.Exists("/silent")
+		if err == nil {
+			if !ok {
+				t.Error("/silent is missing: the request was not forwarded")
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("exists after the reconnect: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -70,6 +70,7 @@ type robustState struct {
 	guards  []history.Guard
 	sick    []history.Sick
 	ready   []history.ReadySample
+	calls   []history.Call      // bounded library calls (lostreply.go)
 	extra   []history.Violation // the driver's own findings: a fault that could not run, gateways that did not route again
 
 	truth   *truthRecorder
@@ -473,7 +474,7 @@ func (d *driver) robustRun(ctx context.Context, rs *robustState) (*history.Histo
 	rs.mu.Lock()
 	h.Runs, h.Blinds, h.Heals, h.Crashes = slices.Clone(rs.runs), slices.Clone(rs.blinds), slices.Clone(rs.heals), slices.Clone(rs.crashes)
 	h.Stops, h.Writes, h.Guards, h.Sick = slices.Clone(rs.stops), slices.Clone(rs.writes), slices.Clone(rs.guards), slices.Clone(rs.sick)
-	h.Ready = slices.Clone(rs.ready)
+	h.Ready, h.Calls = slices.Clone(rs.ready), slices.Clone(rs.calls)
 	rs.mu.Unlock()
 	return h, nil
 }

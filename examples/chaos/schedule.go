@@ -58,7 +58,18 @@ const (
 	// the next provider of its group is drained for For and undrained:
 	// set rebuilds while the restarted one ramps (ramp validator).
 	kRestartDrain = "restart-drain"
+	// The proxy of the driver's own client forwards a request of kind
+	// Reply and drops its reply, while a registration under a service of
+	// its own (so its parents are made) is registered, set OUT_OF_SERVICE
+	// and deregistered, each with a bound: each must end within it
+	// (bounded). For 0: the connection stays up, pings answered; else it
+	// goes silent and is closed For later.
+	kLostReply = "lostreply"
 )
+
+// lostReplyOps are the request kinds a lostreply step draws: every kind
+// the Registrar sends (parents' exists and createContainer included).
+var lostReplyOps = []string{"exists", "createContainer", "create", "getData", "setData", "delete"}
 
 // The ops of an overlap step.
 const (
@@ -75,7 +86,7 @@ type timedOp struct {
 }
 
 var allKinds = []string{kBlackholeShort, kBlackholeLong, kResetShort, kResetLong, kLeader, kMember, kEnsemble,
-	kExpireProvider, kExpireConsumer, kSigterm, kKill, kHealth, kDrain, kFlips, kBurst, kStale, kLag, kOverlap, kMinUp, kDrainExpire, kRestartDrain}
+	kExpireProvider, kExpireConsumer, kSigterm, kKill, kHealth, kDrain, kFlips, kBurst, kStale, kLag, kOverlap, kMinUp, kDrainExpire, kRestartDrain, kLostReply}
 
 // step is one fault of a round.
 type step struct {
@@ -86,6 +97,7 @@ type step struct {
 	Slot  int           // provider slot, consumer index or member index; for expire-provider, nProviders is the bursts' client
 	N     int           // burst size, flips; for stale, how many consumers from Slot
 	Ops   []timedOp     // overlap: its drains, undrains and health flips, in order
+	Reply string        // lostreply: the request kind whose reply is lost (zkOps)
 }
 
 // round is faults that overlap; the round heals when every one ended.
@@ -199,6 +211,12 @@ func newSchedule(seed int64, sh scheduleShape) schedule {
 			case kBurst:
 				st.N, st.For = 5+r.IntN(16), ms(1000, 3000)
 				slot = "bursts"
+			case kLostReply:
+				st.Reply = lostReplyOps[r.IntN(len(lostReplyOps))]
+				if r.IntN(2) == 0 {
+					st.For = sh.sessionTimeout // silent, and closed after a session timeout
+				}
+				slot = "bursts"
 			}
 			if used[slot] {
 				continue
@@ -291,6 +309,12 @@ func (st step) String() string {
 		fmt.Fprintf(&b, "(consumer %d ×%d)", st.Slot, st.N)
 	case kMinUp:
 		fmt.Fprintf(&b, "(group %d ×%d from slot %d)", st.Group, st.N, st.Slot+1)
+	case kLostReply:
+		mode := "kept"
+		if st.For > 0 {
+			mode = "silent"
+		}
+		fmt.Fprintf(&b, "(%s %s)", st.Reply, mode)
 	case kOverlap:
 		var ops []string
 		for _, o := range st.Ops {

@@ -155,6 +155,7 @@ type History struct {
 	Executions     map[string]int `json:"executions,omitempty"` // order key -> times a provider executed it
 	SlowStart      *SlowStart     `json:"slow_start,omitempty"` // the gateways' ramp; nil: none is checked
 	Restore        *Restore       `json:"restore,omitempty"`    // the schedule's last fault, if it restored the ensemble
+	Calls          []Call         `json:"calls,omitempty"`      // library calls the driver bounded (lostreply steps)
 }
 
 // Bounds are the limits the validators hold the history to.
@@ -293,6 +294,7 @@ func Check(h *History, b Bounds) Report {
 		{CheckDrainHeld, DrainHeld(h, t, b)},
 		{CheckRamp, Ramp(h)},
 		{CheckRestored, Restored(full, b)},
+		{CheckBounded, Bounded(full, b)},
 	} {
 		r.ByCheck[v.name] = v.r.Checks
 		r.add(v.r)
