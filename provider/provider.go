@@ -646,6 +646,16 @@ func (r registration) RegisterContext(ctx context.Context) error {
 	return r.p.register(ctx, reg, client)
 }
 
+// Registered is false while a background registration
+// (WithRegisterWhenReachable) has not succeeded: the stop then flushes no
+// gateway (shutdown.Sequence).
+func (r registration) Registered() bool {
+	l := &r.p.late
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cancel == nil || l.registered
+}
+
 func (r registration) SetStatus(ctx context.Context, s sd.Status) error {
 	if pending, err := r.p.endLate(ctx); pending || err != nil {
 		return err // never registered: nothing to take out

@@ -251,9 +251,12 @@ func TestAProviderFlushingDiscoveredGatewaysStartsInAnOutage(t *testing.T) {
 	if _, err := conn.Create("/services/edge/edge-1", data, 0, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}
+	// The log, not the node: the node exists a moment before the
+	// Registrar has the create's reply (a stop then would find it not yet
+	// registered, and flush nobody).
 	testutil.WaitFor(t, "the registration and the gateways' watch once ZooKeeper answered", func() bool {
-		ok, _, err := conn.Exists("/services/quote/late-gw")
-		return err == nil && ok && strings.Contains(logs.String(), "watching the flush gateways once ZooKeeper answered")
+		l := logs.String()
+		return strings.Contains(l, "registered once ZooKeeper answered") && strings.Contains(l, "watching the flush gateways once ZooKeeper answered")
 	})
 	testutil.WaitFor(t, "edge-1 listed", func() bool {
 		in, err := cons.Instancer(ctx, "edge")
@@ -264,5 +267,41 @@ func TestAProviderFlushingDiscoveredGatewaysStartsInAnOutage(t *testing.T) {
 	}
 	if flushes.Load() == 0 {
 		t.Fatalf("the stop flushed no gateway; log:\n%s", logs.String())
+	}
+}
+
+// Issue 42: a provider that never reached ZooKeeper flushes nobody at its
+// stop, and its stop has no error: no gateway could list it, and a flush
+// would have no registration to name (before, the stop failed with
+// flush.ErrNoRegistration for each signed target).
+func TestAProviderThatNeverRegisteredFlushesNobody(t *testing.T) {
+	t.Parallel()
+	var flushes atomic.Int64
+	gw := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { flushes.Add(1) }))
+	t.Cleanup(gw.Close)
+	sess, err := sd.NewSession(fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)), sd.ConnectTimeout(time.Second)) // nothing listens
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := testutil.FreePort(t)
+	p, err := provider.New(sess, provider.Config{
+		Instance: sd.Instance{Name: "quote", ID: "never-2", Address: "127.0.0.1", Port: port},
+		Server:   &http.Server{Handler: http.NotFoundHandler(), ReadHeaderTimeout: time.Second},
+		Addr:     fmt.Sprintf("127.0.0.1:%d", port),
+		Flush:    provider.Flush{Secret: bytes.Repeat([]byte("s"), 32), Targets: []string{gw.URL + "/flush"}},
+	}, provider.WithRegisterWhenReachable())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := p.Start(ctx); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if err := p.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if n := flushes.Load(); n != 0 {
+		t.Fatalf("the stop sent %d flushes for an instance that never registered", n)
 	}
 }

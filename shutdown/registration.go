@@ -17,3 +17,12 @@ type Registration interface {
 	// DeregisterContext deletes this instance's node.
 	DeregisterContext(ctx context.Context) error
 }
+
+// registeredReporter is implemented by a Registration whose
+// RegisterContext may leave the work to the background (a provider that
+// registers once ZooKeeper answers): Registered reports whether it did.
+// The stop flushes no gateway for an instance that never registered: no
+// gateway could list it, and its flush has no registration to name.
+type registeredReporter interface {
+	Registered() bool
+}

@@ -539,6 +539,9 @@ func (s *Sequence) flush(ctx context.Context) error {
 	if !s.registered.Load() {
 		return nil
 	}
+	if r, ok := s.cfg.Registration.(registeredReporter); ok && !r.Registered() {
+		return nil
+	}
 	reports, err := s.cfg.Notifier.Flush(ctx)
 	s.mu.Lock()
 	s.report.Flush = reports
