@@ -277,7 +277,9 @@ type frameError struct {
 	tls  bool // the bytes are a TLS record header: a TLS port
 }
 
-func (e *frameError) Error() string { return fmt.Sprintf("zkconn: frame length %d out of range", e.size) }
+func (e *frameError) Error() string {
+	return fmt.Sprintf("zkconn: frame length %d out of range", e.size)
+}
 
 // maxHandshakeFrame bounds the handshake's and SASL's frames.
 const maxHandshakeFrame = 1 << 20

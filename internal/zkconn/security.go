@@ -146,8 +146,8 @@ type Layer struct {
 	certs *certFiles  // nil without a client certificate
 
 	mu      sync.Mutex
-	failure *Error               // the standing refusal, nil while none
-	failed  chan struct{}        // closed while failure is set
+	failure *Error          // the standing refusal, nil while none
+	failed  chan struct{}   // closed while failure is set
 	holds   map[string]held // per address: no dial before until
 	hold    time.Duration
 }
