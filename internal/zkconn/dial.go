@@ -69,7 +69,7 @@ func (l *Layer) Wrap(d DialFunc) DialFunc {
 			}
 			conn = tc
 		}
-		return &secConn{Conn: conn, l: l, addr: address}, nil
+		return &secConn{Conn: conn, l: l, addr: address, dial: d}, nil
 	}
 }
 
@@ -148,6 +148,7 @@ type secConn struct {
 	net.Conn
 	l    *Layer
 	addr string
+	dial DialFunc // the raw dialer, for probeTLS
 
 	written bool   // the ConnectRequest went out
 	ready   bool   // the handshake answer was read
@@ -268,7 +269,30 @@ func (c *secConn) readError(err error, step string) error {
 		c.l.refused(e)
 		return e
 	}
+	if c.l.tls == nil && errors.Is(err, io.EOF) && probeTLS(c.dial, c.addr) {
+		e := &Error{Server: c.addr, Step: step, Err: errors.New("the server closed a plaintext handshake and answers TLS"), Setting: true,
+			Fix: "this is a TLS port (secureClientPort): set " + nameTLS + ", or use the server's plaintext clientPort"}
+		c.l.refused(e)
+		return e
+	}
 	return err // the caller's own handling (a server behind our zxid closes it, for one)
+}
+
+// probeTLS tells whether addr answers a TLS ClientHello: a Netty TLS port
+// closes a plaintext handshake without a word, as a server behind the
+// client's zxid does, and only asking in TLS tells the two apart. It costs
+// a connection, and only when a plaintext handshake was closed.
+func probeTLS(d DialFunc, addr string) bool {
+	const wait = time.Second
+	raw, err := d("tcp", addr, wait)
+	if err != nil {
+		return false
+	}
+	defer raw.Close()
+	_ = raw.SetDeadline(time.Now().Add(wait))
+	tc := tls.Client(raw, &tls.Config{InsecureSkipVerify: true}) // only asks whether it speaks TLS; sends nothing else
+	err = tc.Handshake()
+	return err == nil || isRemoteAlert(err)
 }
 
 // frameError is a length prefix that makes no sense.
