@@ -38,8 +38,8 @@ type options struct {
 	startTimeout   time.Duration
 	jvmArgs        []string
 	maxCnxns       int
-	isolatable     bool   // peer links through the test process (lag.go)
-	cpus           string // taskset -c list for every member's JVM; "" leaves affinity alone
+	isolatable     bool              // peer links through the test process (lag.go)
+	cpus           string            // taskset -c list for every member's JVM; "" leaves affinity alone
 	pki            *PKI              // TLS (secure.go)
 	saslUsers      map[string]string // SASL (secure.go)
 }
