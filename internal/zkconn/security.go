@@ -148,6 +148,7 @@ type Layer struct {
 	mu      sync.Mutex
 	failure *Error          // the standing refusal, nil while none
 	failed  chan struct{}   // closed while failure is set
+	refusal chan struct{}   // closed, and replaced, at each refusal
 	holds   map[string]held // per address: no dial before until
 	hold    time.Duration
 }
@@ -156,7 +157,7 @@ type Layer struct {
 // certificate that expired, are refused now, with an error naming the
 // file and what to do, not at the first connection.
 func New(sec Security) (*Layer, error) {
-	l := &Layer{sec: sec, failed: make(chan struct{}), holds: map[string]held{}, hold: DefaultHold}
+	l := &Layer{sec: sec, failed: make(chan struct{}), refusal: make(chan struct{}), holds: map[string]held{}, hold: DefaultHold}
 	if s := sec.SASL; s != nil {
 		if s.User == "" {
 			return nil, &ConfigError{Field: "SASL user", Value: "", Want: "a user of the server's JAAS Server section (user_<name>=...)"}
@@ -238,6 +239,30 @@ func (l *Layer) refused(e *Error) {
 		close(l.failed)
 	}
 	l.failure = e
+	close(l.refusal)
+	l.refusal = make(chan struct{})
+}
+
+// Refusals is closed at the next refusal for a setting (ask again for the
+// one after).
+func (l *Layer) Refusals() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.refusal
+}
+
+// AllHeld tells whether every one of addrs refused a connection for a
+// setting within DefaultHold (false for none).
+func (l *Layer) AllHeld(addrs []string) bool {
+	if len(addrs) == 0 {
+		return false
+	}
+	for _, a := range addrs {
+		if l.heldBack(a) == nil {
+			return false
+		}
+	}
+	return true
 }
 
 func (l *Layer) succeeded(addr string) {
@@ -264,4 +289,15 @@ func (l *Layer) heldBack(addr string) *Error {
 		return nil
 	}
 	return h.err
+}
+
+// Presented is the client certificate the last TLS handshake presented,
+// nil before one did.
+func (l *Layer) Presented() *x509.Certificate {
+	if l.certs == nil {
+		return nil
+	}
+	l.certs.mu.Lock()
+	defer l.certs.mu.Unlock()
+	return l.certs.presented
 }
