@@ -102,4 +102,3 @@ func (f *certFiles) get(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 	f.presented = f.cert.Leaf
 	return f.cert, nil
 }
-
