@@ -301,3 +301,38 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	defer s.mu.Unlock()
 	return s.w.Write(p)
 }
+
+// An ensemble with both TLS and SASL: a member's loss moves the session to
+// another, which does TLS and SASL again; the registration stays.
+func TestTLSAndSASLEnsembleKeepsTheSessionAcrossAMemberLoss(t *testing.T) {
+	t.Parallel()
+	pki := securePKI(t)
+	zkc := zktest.New(t, zktest.Size(3), zktest.TLS(pki), zktest.SASL(map[string]string{saslUser: saslPassword}))
+	cl, err := sd.NewClient(zkc.SecureConnectString(), sd.SessionTimeout(4*time.Second), sd.TLS(tlsOf(pki)), sd.SASL(saslUser, saslPassword))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	r := register(t, cl, instance("orders", 8001))
+	sid := cl.SessionID()
+	server := sd.ZKConn(cl).Server()
+	for _, s := range zkc.Servers {
+		if s.SecureAddr() == server {
+			if err := s.Stop(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	testutil.WaitFor(t, "the session back on another member", func() bool {
+		return cl.Connected() && sd.ZKConn(cl).Server() != server
+	})
+	if cl.SessionID() != sid {
+		t.Fatalf("session %x became %x", sid, cl.SessionID())
+	}
+	in, ch := newInstancer(t, cl, "orders")
+	waitSet(t, ch, "127.0.0.1:8001")
+	in.Stop()
+	if err := r.DeregisterContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,6 +1,8 @@
 package zkconn
 
 import (
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -63,5 +65,19 @@ func TestDigestMD5QuotesAndEscapes(t *testing.T) {
 	}
 	if d["a"] != `x"y` || d["b"] != "plain" {
 		t.Errorf("parsed %q", d)
+	}
+}
+
+func TestSecurityPrintsNoPassword(t *testing.T) {
+	sec := Security{SASL: &SASL{User: "u", Password: "hunter2-pw"}, TLS: &TLS{CAFile: "/ca.pem"}}
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x", "%d"} {
+		for _, v := range []any{sec, *sec.SASL, sec.SASL.Password} {
+			if s := fmt.Sprintf(verb, v); strings.Contains(s, "hunter2") || strings.Contains(s, fmt.Sprintf("%x", "hunter2")) {
+				t.Errorf("%s of %T shows the password: %s", verb, v, s)
+			}
+		}
+	}
+	if b, _ := json.Marshal(sec); strings.Contains(string(b), "hunter2") {
+		t.Errorf("JSON shows the password: %s", b)
 	}
 }
