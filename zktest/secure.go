@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // TLS serves clients over TLS too, on each member's SecureClientPort, with
@@ -109,4 +110,17 @@ func nettyClasspath(cp string) (string, error) {
 		cp += string(os.PathListSeparator) + jar
 	}
 	return cp, nil
+}
+
+// secureListening tells whether the TLS port (the TLS option) accepts
+// connections; nil without one.
+func (s *Server) secureListening() error {
+	if s.SecureClientPort == 0 {
+		return nil
+	}
+	c, err := net.DialTimeout("tcp", s.SecureAddr(), time.Second)
+	if err != nil {
+		return err
+	}
+	return c.Close()
 }

@@ -102,3 +102,13 @@ func (f *certFiles) get(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 	f.presented = f.cert.Leaf
 	return f.cert, nil
 }
+
+// changed tells whether either file changed since the pair in use was
+// read (get reads the new pair at the next full handshake).
+func (f *certFiles) changed() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	cs, err1 := stampOf(f.certFile)
+	ks, err2 := stampOf(f.keyFile)
+	return err1 == nil && err2 == nil && (cs != f.certStamp || ks != f.keyStamp)
+}

@@ -62,7 +62,10 @@ func (l *Layer) Wrap(d DialFunc) DialFunc {
 		}
 		conn := raw
 		if l.tls != nil {
-			tc, err := l.handshake(raw, address, timeout-time.Since(start))
+			// go-zookeeper dials with a 1 s timeout, meant for TCP; a TLS
+			// handshake with a JVM that has just started (or is loaded)
+			// can take longer, and a failed one costs a second's retry.
+			tc, err := l.handshake(raw, address, max(timeout-time.Since(start), MinHandshake))
 			if err != nil {
 				_ = raw.Close()
 				return nil, err
@@ -73,8 +76,12 @@ func (l *Layer) Wrap(d DialFunc) DialFunc {
 	}
 }
 
+// MinHandshake is the least time a TLS handshake is given.
+const MinHandshake = 3 * time.Second
+
 func (l *Layer) handshake(raw net.Conn, address string, timeout time.Duration) (*tls.Conn, error) {
 	conf := l.tls.Clone()
+	conf.ClientSessionCache = l.sessionCache()
 	conf.ServerName = l.sec.TLS.ServerName
 	if conf.ServerName == "" {
 		if host, _, err := net.SplitHostPort(address); err == nil {

@@ -15,6 +15,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -144,6 +145,12 @@ type Layer struct {
 	sec   Security
 	tls   *tls.Config // nil without TLS
 	certs *certFiles  // nil without a client certificate
+	// resume holds TLS sessions to resume: a Client opens up to three
+	// connections to a server (its session, its watch session, a bulk
+	// read), and a full handshake costs the server a signature each. It
+	// is replaced when the client certificate changes, so that no
+	// connection resumes a session made with the old one.
+	resume atomic.Pointer[tlsCache]
 
 	mu      sync.Mutex
 	failure *Error          // the standing refusal, nil while none
@@ -201,6 +208,7 @@ func New(sec Security) (*Layer, error) {
 		return nil, &ConfigError{Field: "TLS client certificate and key", Value: t.CertFile + t.KeyFile, Want: "give both files (PEM certificate and its key), or neither"}
 	}
 	l.tls = conf
+	l.resume.Store(&tlsCache{tls.NewLRUClientSessionCache(64)})
 	return l, nil
 }
 
@@ -300,4 +308,15 @@ func (l *Layer) Presented() *x509.Certificate {
 	l.certs.mu.Lock()
 	defer l.certs.mu.Unlock()
 	return l.certs.presented
+}
+
+type tlsCache struct{ tls.ClientSessionCache }
+
+// sessionCache is the cache of TLS sessions to resume, a new one when the
+// client certificate's files changed since the last handshake.
+func (l *Layer) sessionCache() tls.ClientSessionCache {
+	if l.certs != nil && l.certs.changed() {
+		l.resume.Store(&tlsCache{tls.NewLRUClientSessionCache(64)})
+	}
+	return l.resume.Load().ClientSessionCache
 }
