@@ -290,7 +290,7 @@ func (c *secConn) readError(err error, step string) error {
 // client's zxid does, and only asking in TLS tells the two apart. It costs
 // a connection, and only when a plaintext handshake was closed.
 func probeTLS(d DialFunc, addr string) bool {
-	const wait = time.Second
+	const wait = MinHandshake // a loaded JVM's TLS is slow to answer
 	raw, err := d("tcp", addr, wait)
 	if err != nil {
 		return false
