@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -335,4 +336,49 @@ func TestTLSAndSASLEnsembleKeepsTheSessionAcrossAMemberLoss(t *testing.T) {
 	if err := r.DeregisterContext(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// The same without a server restart: connections cut under the Client
+// reconnect to the same server, which would resume the old TLS session;
+// a rotation makes the next connection a full handshake with the new pair.
+func TestClientCertificateRotationOnReconnect(t *testing.T) {
+	t.Parallel()
+	pki := securePKI(t)
+	zkc := zktest.New(t, zktest.TLS(pki))
+	var mu sync.Mutex
+	var conns []net.Conn
+	track := func(network, addr string, timeout time.Duration) (net.Conn, error) {
+		c, err := net.DialTimeout(network, addr, timeout)
+		if err == nil {
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+		return c, err
+	}
+	cut := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		conns = nil
+	}
+	cl, err := sd.NewClient(zkc.SecureConnectString(), sd.SessionTimeout(4*time.Second), sd.TLS(tlsOf(pki)), sd.Dialer(track))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	register(t, cl, instance("orders", 8001))
+	cut() // a reconnect that resumes the TLS session
+	testutil.WaitFor(t, "the client back", cl.Connected)
+	before := sd.PresentedCertificate(cl)
+	if _, _, err := pki.IssueClient("client", time.Now().Add(48*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	cut()
+	testutil.WaitFor(t, "the client back with the new certificate", func() bool {
+		after := sd.PresentedCertificate(cl)
+		return cl.Connected() && after.SerialNumber.Cmp(before.SerialNumber) != 0
+	})
 }
