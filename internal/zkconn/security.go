@@ -154,7 +154,6 @@ type Layer struct {
 
 	mu      sync.Mutex
 	failure *Error          // the standing refusal, nil while none
-	failed  chan struct{}   // closed while failure is set
 	refusal chan struct{}   // closed, and replaced, at each refusal
 	holds   map[string]held // per address: no dial before until
 	hold    time.Duration
@@ -164,7 +163,7 @@ type Layer struct {
 // certificate that expired, are refused now, with an error naming the
 // file and what to do, not at the first connection.
 func New(sec Security) (*Layer, error) {
-	l := &Layer{sec: sec, failed: make(chan struct{}), refusal: make(chan struct{}), holds: map[string]held{}, hold: DefaultHold}
+	l := &Layer{sec: sec, refusal: make(chan struct{}), holds: map[string]held{}, hold: DefaultHold}
 	if s := sec.SASL; s != nil {
 		if s.User == "" {
 			return nil, &ConfigError{Field: "SASL user", Value: "", Want: "a user of the server's JAAS Server section (user_<name>=...)"}
@@ -220,16 +219,8 @@ const DefaultHold = 5 * time.Second
 // Security is what l was made from.
 func (l *Layer) Security() Security { return l.sec }
 
-// Failed is closed while a server refuses the connections for a setting
-// (see Failure); a connection that succeeds clears it, and Failed then
-// returns a new channel.
-func (l *Layer) Failed() <-chan struct{} {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.failed
-}
-
-// Failure is the last refusal for a setting, nil when none stands.
+// Failure is the last refusal for a setting, nil when none stands: a
+// connection that succeeds clears it.
 func (l *Layer) Failure() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -243,9 +234,6 @@ func (l *Layer) refused(e *Error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.holds[e.Server] = held{until: time.Now().Add(l.hold), err: e}
-	if l.failure == nil {
-		close(l.failed)
-	}
 	l.failure = e
 	close(l.refusal)
 	l.refusal = make(chan struct{})
@@ -277,10 +265,7 @@ func (l *Layer) succeeded(addr string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.holds, addr)
-	if l.failure != nil {
-		l.failure = nil
-		l.failed = make(chan struct{})
-	}
+	l.failure = nil
 }
 
 type held struct {

@@ -122,3 +122,51 @@ func TestRefusals(t *testing.T) {
 		})
 	}
 }
+
+// A client with SASL against a server without it is told so, not left to
+// time out.
+func TestSASLAgainstAServerWithoutIt(t *testing.T) {
+	t.Parallel()
+	zkc := zktest.New(t)
+	l, err := zkconn.New(zkconn.Security{SASL: &zkconn.SASL{User: "app", Password: "pw-123"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := zkwire.Dial(ctx, zkwire.Config{Addr: zkc.Addrs()[0], Dial: l.Wrap(net.DialTimeout), SessionTimeout: 4 * time.Second})
+	if err == nil {
+		c.Close()
+		t.Fatal("a session without SASL on the server")
+	}
+	if f := l.Failure(); f == nil || !strings.Contains(f.Error(), "SASL") {
+		t.Fatalf("failure %v (dial %v)", f, err)
+	}
+	t.Log(l.Failure())
+}
+
+func TestARefusalHoldsItsServerOnly(t *testing.T) {
+	t.Parallel()
+	zkc, pki := secured(t)
+	l, err := zkconn.New(zkconn.Security{TLS: &zkconn.TLS{CAFile: pki.CAFile}}) // no client certificate
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := l.Wrap(net.DialTimeout)
+	addr := zkc.Servers[0].SecureAddr()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := zkwire.Dial(ctx, zkwire.Config{Addr: addr, Dial: dial, SessionTimeout: 4 * time.Second}); err == nil {
+		t.Fatal("a session without a client certificate")
+	}
+	if !l.AllHeld([]string{addr}) || l.AllHeld([]string{addr, "127.0.0.1:1"}) {
+		t.Fatal("AllHeld should hold the refusing server only")
+	}
+	start := time.Now()
+	if _, err := dial("tcp", addr, time.Second); err == nil || !strings.Contains(err.Error(), "refused the client certificate") {
+		t.Fatalf("a held server was dialled: %v", err)
+	}
+	if time.Since(start) > 100*time.Millisecond {
+		t.Fatal("a held server's dial took time: it went to the network")
+	}
+}
