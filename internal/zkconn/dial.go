@@ -203,17 +203,15 @@ func (c *secConn) connect() ([]byte, error) {
 	}
 	// protocolVersion, timeOut, sessionId, passwd: a session id 0 is a
 	// refused or expired session, the caller's to handle.
-	if len(frame) >= 20 && binary.BigEndian.Uint64(frame[12:20]) != 0 && c.l.sec.SASL != nil {
-		if err := c.sasl(); err != nil {
-			return nil, err
-		}
+	granted := len(frame) >= 20 && binary.BigEndian.Uint64(frame[12:20]) != 0
+	if c.l.sec.SASL == nil || !granted {
+		return frame, nil // watch tells how the session's first reply went
 	}
-	if c.l.sec.SASL == nil {
-		c.watched = false // a session without SASL: see watch
-	} else {
-		c.watched = true
-		c.l.succeeded(c.addr)
+	if err := c.sasl(); err != nil {
+		return nil, err
 	}
+	c.watched = true // authenticated: nothing to watch for
+	c.l.succeeded(c.addr)
 	return frame, nil
 }
 
