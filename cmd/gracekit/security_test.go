@@ -94,3 +94,30 @@ func TestCLISecurityRefusals(t *testing.T) {
 		})
 	}
 }
+
+// The password from its variable, the rest from theirs: what a CI job or
+// a pod does, with nothing secret on the command line.
+func TestSecurityFromTheEnvironment(t *testing.T) {
+	c, pki := secureServer(t)
+	t.Setenv(envZKServers, c.SecureConnectString())
+	t.Setenv(envTLSCA, pki.CAFile)
+	t.Setenv(envTLSCert, pki.ClientCert)
+	t.Setenv(envTLSKey, pki.ClientKey)
+	t.Setenv(envSASLUser, cliSASLUser)
+	t.Setenv(envSASLPassword, cliSASLPassword)
+	cl, err := sd.NewClient(c.SecureConnectString(), sd.SessionTimeout(4*time.Second),
+		sd.TLS(sd.TLSConfig{CAFile: pki.CAFile, CertFile: pki.ClientCert, KeyFile: pki.ClientKey}), sd.SASL(cliSASLUser, cliSASLPassword))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	register(t, cl, "/services", sd.Instance{Name: "quote", ID: "q1", Address: "127.0.0.1", Port: 8081})
+	if code, out, stderr := gk(t, "ls"); code != exitOK || !strings.Contains(out, "q1") {
+		t.Fatalf("ls: exit %d: %s %s", code, out, stderr)
+	}
+	t.Setenv(envSASLPassword, "not-it-either")
+	code, _, stderr := gk(t, "ls", "-timeout", "3s")
+	if code != exitUsage || !strings.Contains(stderr, "refused the user or password") || strings.Contains(stderr, "not-it-either") {
+		t.Fatalf("a wrong password from the environment: exit %d: %s", code, stderr)
+	}
+}
