@@ -141,6 +141,8 @@ func remoteAlertFix(err error) string {
 		strings.Contains(msg, "unknown certificate authority"), strings.Contains(msg, "certificate unknown"),
 		strings.Contains(msg, "certificate expired"), strings.Contains(msg, "certificate revoked"):
 		return "the server refused the client certificate (ssl.clientAuth=need): set " + nameCert + " to a certificate, not expired, signed by a CA of the server's ssl.trustStore"
+	case strings.Contains(msg, "protocol version"):
+		return "the server does not speak the minimum TLS version asked (ZooKeeper 3.8 speaks TLSv1.2 unless ssl.protocol/ssl.enabledProtocols say otherwise): lower the minimum version (sd.TLSConfig.MinVersion, GRACEKIT_ZK_TLS_MIN_VERSION, -tls-min-version) or enable TLSv1.3 on the server"
 	}
 	return "the server refused the TLS connection: check " + nameTLS + " against the server's ssl.* settings"
 }

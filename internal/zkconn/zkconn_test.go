@@ -2,6 +2,7 @@ package zkconn_test
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"path/filepath"
 	"strings"
@@ -168,5 +169,20 @@ func TestARefusalHoldsItsServerOnly(t *testing.T) {
 	}
 	if time.Since(start) > 100*time.Millisecond {
 		t.Fatal("a held server's dial took time: it went to the network")
+	}
+}
+
+// ZooKeeper 3.8 speaks TLSv1.2 by default (ssl.protocol): a client that
+// asks for 1.3 at least is told what to change.
+func TestMinimumVersionTheServerLacks(t *testing.T) {
+	t.Parallel()
+	zkc, pki := secured(t)
+	l, err := zkconn.New(zkconn.Security{TLS: &zkconn.TLS{CAFile: pki.CAFile, CertFile: pki.ClientCert, KeyFile: pki.ClientKey, MinVersion: tls.VersionTLS13}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = l.Wrap(net.DialTimeout)("tcp", zkc.Servers[0].SecureAddr(), time.Second)
+	if err == nil || !strings.Contains(err.Error(), "minimum TLS version") {
+		t.Fatalf("dial: %v", err)
 	}
 }
