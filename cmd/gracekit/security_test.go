@@ -76,11 +76,11 @@ func TestCLISecurityRefusals(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			start := time.Now()
-			code, _, stderr := gk(t, append([]string{"ls", "-zk", c.SecureConnectString(), "-timeout", "3s"}, tt.args...)...)
+			code, _, stderr := gk(t, append([]string{"ls", "-zk", c.SecureConnectString(), "-timeout", "5s"}, tt.args...)...)
 			if code != exitUsage {
 				t.Fatalf("exit %d: %s", code, stderr)
 			}
-			if took := time.Since(start); took > 4*time.Second {
+			if took := time.Since(start); took > 6*time.Second {
 				t.Errorf("took %v, over -timeout", took)
 			}
 			for _, w := range tt.want {
