@@ -382,3 +382,49 @@ func TestClientCertificateRotationOnReconnect(t *testing.T) {
 		return cl.Connected() && after.SerialNumber.Cmp(before.SerialNumber) != 0
 	})
 }
+
+// A Java service configured as docs/SECURITY.md says (Curator, the
+// ZooKeeper client's TLS and JAAS Client section) reads what gracekit
+// registered on an ensemble that wants both.
+func TestCuratorOverTLSAndSASLReadsWhatGracekitRegistered(t *testing.T) {
+	t.Parallel()
+	pki := securePKI(t)
+	zkc := zktest.New(t, zktest.TLS(pki), zktest.SASL(map[string]string{saslUser: saslPassword}))
+	cl, err := sd.NewClient(zkc.SecureConnectString(), sd.SessionTimeout(4*time.Second), sd.TLS(tlsOf(pki)), sd.SASL(saslUser, saslPassword))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	register(t, cl, instance("orders", 8001))
+
+	// The client's key store is its certificate and key in one PEM file.
+	keyStore := filepath.Join(t.TempDir(), "client-keystore.pem")
+	certPEM, err := os.ReadFile(pki.ClientCert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM, err := os.ReadFile(pki.ClientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyStore, append(keyPEM, certPEM...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	jaas := filepath.Join(t.TempDir(), "jaas.conf")
+	if err := os.WriteFile(jaas, fmt.Appendf(nil, "Client {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n  username=%q\n  password=%q;\n};\n", saslUser, saslPassword), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cur := testutil.NewCurator(t, zkc.SecureConnectString(),
+		"-Dzookeeper.client.secure=true",
+		"-Dzookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty",
+		"-Dzookeeper.ssl.keyStore.location="+keyStore, "-Dzookeeper.ssl.keyStore.type=PEM",
+		"-Dzookeeper.ssl.trustStore.location="+pki.CAFile, "-Dzookeeper.ssl.trustStore.type=PEM",
+		"-Djava.security.auth.login.config="+jaas)
+	got, err := cur.List(t, sd.DefaultBasePath, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || !strings.HasPrefix(got[0], "orders-8001 127.0.0.1 8001 null UP") {
+		t.Fatalf("Curator lists %q", got)
+	}
+}
