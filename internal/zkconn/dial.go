@@ -65,7 +65,7 @@ func (l *Layer) Wrap(d DialFunc) DialFunc {
 			// go-zookeeper dials with a 1 s timeout, meant for TCP; a TLS
 			// handshake with a JVM that has just started (or is loaded)
 			// can take longer, and a failed one costs a second's retry.
-			tc, err := l.handshake(raw, address, max(timeout-time.Since(start), MinHandshake))
+			tc, err := l.handshake(raw, d, address, max(timeout-time.Since(start), MinHandshake))
 			if err != nil {
 				_ = raw.Close()
 				return nil, err
@@ -79,7 +79,7 @@ func (l *Layer) Wrap(d DialFunc) DialFunc {
 // MinHandshake is the least time a TLS handshake is given.
 const MinHandshake = 3 * time.Second
 
-func (l *Layer) handshake(raw net.Conn, address string, timeout time.Duration) (*tls.Conn, error) {
+func (l *Layer) handshake(raw net.Conn, d DialFunc, address string, timeout time.Duration) (*tls.Conn, error) {
 	conf := l.tls.Clone()
 	conf.ClientSessionCache = l.sessionCache()
 	conf.ServerName = l.sec.TLS.ServerName
@@ -92,14 +92,14 @@ func (l *Layer) handshake(raw net.Conn, address string, timeout time.Duration) (
 	ctx, cancel := context.WithTimeout(context.Background(), max(timeout, time.Millisecond))
 	defer cancel()
 	if err := tc.HandshakeContext(ctx); err != nil {
-		return nil, l.tlsError(address, conf.ServerName, err)
+		return nil, l.tlsError(address, conf.ServerName, err, d)
 	}
 	return tc, nil
 }
 
 // tlsError says what a TLS failure means and what to change; a verification
 // failure is a setting, a network one is not.
-func (l *Layer) tlsError(addr, name string, err error) error {
+func (l *Layer) tlsError(addr, name string, err error, dial DialFunc) error {
 	e := &Error{Server: addr, Step: "TLS handshake", Err: err, Setting: true}
 	var unknown x509.UnknownAuthorityError
 	var host x509.HostnameError
@@ -114,8 +114,12 @@ func (l *Layer) tlsError(addr, name string, err error) error {
 		e.Fix = "the server's certificate has expired or is not yet valid (check the clocks); renew the server's certificate (ssl.keyStore.location)"
 	case errors.As(err, &invalid):
 		e.Fix = "the server's certificate cannot be used: renew it, or check " + nameCA
-	case errors.As(err, &rec), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.As(err, &rec):
 		e.Fix = "the server did not answer TLS: is this its secureClientPort? A plaintext clientPort needs no " + nameTLS
+	case (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) && probePlain(dial, addr):
+		// A closed handshake is also a server over its maxClientCnxns,
+		// or stopping: only one that answers plaintext is a setting.
+		e.Fix = "the server closed the TLS handshake and answers plaintext: this is its clientPort, not its secureClientPort; name the secureClientPort, or drop " + nameTLS
 	case isRemoteAlert(err):
 		e.Fix = remoteAlertFix(err)
 	default:
@@ -283,6 +287,25 @@ func (c *secConn) readError(err error, step string) error {
 		return e
 	}
 	return err // the caller's own handling (a server behind our zxid closes it, for one)
+}
+
+// probePlain tells whether addr answers ZooKeeper in plaintext: a
+// four-letter word gets an answer (its output, or that it is not
+// allowed) from a plaintext port and a closed connection from a TLS one.
+// It opens no session.
+func probePlain(d DialFunc, addr string) bool {
+	const wait = MinHandshake
+	raw, err := d("tcp", addr, wait)
+	if err != nil {
+		return false
+	}
+	defer raw.Close()
+	_ = raw.SetDeadline(time.Now().Add(wait))
+	if _, err := raw.Write([]byte("srvr")); err != nil {
+		return false
+	}
+	n, _ := raw.Read(make([]byte, 1))
+	return n > 0
 }
 
 // probeTLS tells whether addr answers a TLS ClientHello: a Netty TLS port

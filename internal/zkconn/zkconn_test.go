@@ -87,7 +87,7 @@ func TestRefusals(t *testing.T) {
 		{"unknown CA", zkconn.Security{TLS: &zkconn.TLS{CAFile: other.CAFile, CertFile: pki.ClientCert, KeyFile: pki.ClientKey}, SASL: sasl}, (*zktest.Server).SecureAddr, "not signed by a CA of the TLS CA"},
 		{"name mismatch", zkconn.Security{TLS: &wrongName, SASL: sasl}, (*zktest.Server).SecureAddr, `not valid for "other.example"`},
 		{"no client certificate", zkconn.Security{TLS: noCert, SASL: sasl}, (*zktest.Server).SecureAddr, "refused the client certificate"},
-		{"TLS client on the plaintext port", zkconn.Security{TLS: good, SASL: sasl}, (*zktest.Server).Addr, "is this its secureClientPort"},
+		{"TLS client on the plaintext port", zkconn.Security{TLS: good, SASL: sasl}, (*zktest.Server).Addr, "this is its clientPort, not its secureClientPort"},
 		{"wrong SASL password", zkconn.Security{TLS: good, SASL: &zkconn.SASL{User: "app", Password: "wrong"}}, (*zktest.Server).SecureAddr, "refused the user or password"},
 		{"SASL required but not set", zkconn.Security{TLS: good}, (*zktest.Server).SecureAddr, "requires SASL"},
 	}
@@ -184,5 +184,46 @@ func TestMinimumVersionTheServerLacks(t *testing.T) {
 	_, err = l.Wrap(net.DialTimeout)("tcp", zkc.Servers[0].SecureAddr(), time.Second)
 	if err == nil || !strings.Contains(err.Error(), "minimum TLS version") {
 		t.Fatalf("dial: %v", err)
+	}
+}
+
+// A server that closes every connection (over its maxClientCnxns, or
+// stopping) is the network's failure, not a setting: nothing is held.
+func TestAClosedConnectionIsNotARefusal(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
+	defer func() { ln.Close(); <-done }()
+	pki, err := zktest.NewPKI(filepath.Join(t.TempDir(), "pki"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sec := range []zkconn.Security{{}, {TLS: &zkconn.TLS{CAFile: pki.CAFile}}} {
+		l, err := zkconn.New(sec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err = zkwire.Dial(ctx, zkwire.Config{Addr: ln.Addr().String(), Dial: l.Wrap(net.DialTimeout), SessionTimeout: 4 * time.Second})
+		cancel()
+		if err == nil {
+			t.Fatal("a session from a server that closes everything")
+		}
+		if f := l.Failure(); f != nil || l.AllHeld([]string{ln.Addr().String()}) {
+			t.Fatalf("%v: a closed connection was taken for a refusal: %v", sec, f)
+		}
 	}
 }
