@@ -842,7 +842,7 @@ func (c *Client) createPath(ctx context.Context, full string, container bool, ca
 // cannot tighten an ACL it did not set (the node may be shared), so the
 // operator has to; see the README's security section.
 func (c *Client) checkParentACL(ctx context.Context, p string, call callFunc) {
-	if c.opts.user == "" || p == c.chroot || strings.HasPrefix(c.chroot, p+"/") {
+	if c.opts.user == "" && c.opts.sec.SASL == nil || p == c.chroot || strings.HasPrefix(c.chroot, p+"/") {
 		return
 	}
 	c.mu.Lock()
@@ -862,7 +862,7 @@ func (c *Client) checkParentACL(ctx context.Context, p string, call callFunc) {
 	for _, a := range acl {
 		if a.Scheme == "world" && a.Perms&(zk.PermCreate|zk.PermDelete) != 0 {
 			c.logger.Warn("a parent node lets anyone create or delete instances under it; set its ACL to the client's",
-				"path", p, "fix", fmt.Sprintf("setAcl %s world:anyone:r,digest:%s:<digest>:cdrwa", p, c.opts.user))
+				"path", p, "fix", c.parentACLFix(p))
 			return
 		}
 	}

@@ -126,3 +126,15 @@ func (c *Client) watchDialer(ctx context.Context) DialFunc {
 	}
 	return c.secureDialer(d)
 }
+
+// parentACLFix is the zkCli command that gives parent p the Client's ACL.
+func (c *Client) parentACLFix(p string) string {
+	acl := "world:anyone:r"
+	if c.opts.user != "" {
+		acl += ",digest:" + c.opts.user + ":<digest>:cdrwa"
+	}
+	if s := c.opts.sec.SASL; s != nil {
+		acl += ",sasl:" + s.User + ":cdrwa"
+	}
+	return "setAcl " + p + " " + acl
+}

@@ -428,3 +428,36 @@ func TestCuratorOverTLSAndSASLReadsWhatGracekitRegistered(t *testing.T) {
 		t.Fatalf("Curator lists %q", got)
 	}
 }
+
+// A SASL user is warned of a parent anyone may write, as a digest user is,
+// with the command that fixes it.
+func TestSASLUserIsWarnedOfALooseParent(t *testing.T) {
+	t.Parallel()
+	zkc := zktest.New(t, zktest.SASL(map[string]string{saslUser: saslPassword, "admin": "admin-pw"}))
+	admin, err := sd.NewClient(zkc.ConnectString(), sd.SessionTimeout(2*time.Second), sd.SASL("admin", "admin-pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if err := retryOn(admin, func(c *zk.Conn) error {
+		_, err := c.Create("/services", nil, 0, zk.WorldACL(zk.PermAll))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	cl, err := sd.NewClient(zkc.ConnectString(), sd.SessionTimeout(2*time.Second), sd.SASL(saslUser, saslPassword),
+		sd.Logger(slog.New(slog.NewTextHandler(&syncWriter{w: &logs}, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	register(t, cl, instance("orders", 8001))
+	want := "setAcl /services world:anyone:r,sasl:" + saslUser + ":cdrwa"
+	if !strings.Contains(logs.String(), want) {
+		t.Fatalf("logs %q: want the fix %q", logs.String(), want)
+	}
+	if strings.Contains(logs.String(), saslPassword) {
+		t.Fatal("the logs show the password")
+	}
+}
