@@ -67,7 +67,10 @@ func TestTLSAndSASLRegisterWatchDrainStop(t *testing.T) {
 				return cl
 			}
 			provider, consumer := newSecure(), newSecure()
-			in, ch := newInstancer(t, consumer, "orders")
+			// Recursive in both passes of the suite: the watch session is
+			// one of the connections under test (per-node watches ride the
+			// own session, which the registrations cover).
+			in, ch := newInstancer(t, consumer, "orders", sd.WithWatchMode(sd.WatchRecursive))
 			waitSet(t, ch)
 			r1 := register(t, provider, instance("orders", 8001))
 			r2 := register(t, provider, instance("orders", 8002))
