@@ -175,6 +175,25 @@ func TestAStaleSetIsFlaggedAsGoingBack(t *testing.T) {
 	}
 }
 
+// Seed 5810577760562063218: a drain undone 12 ms later while the truth
+// recorder was blind; it read the node only undone, the consumers
+// published both sets. The set of the drain is no older than the one
+// before: unverified, not going back.
+func TestASetPublishedWhileTheTruthWasBlindIsNotGoingBack(t *testing.T) {
+	h := clean()
+	h.Truth = append(h.Truth, change(5500, Changed, pathA, 10, "a:1", true))
+	h.Publishes = append(h.Publishes, pub(5600, "instancer", m("a:1", 0), m("b:1", 0)),
+		pub(6100, "instancer", m("b:1", 0)), pub(6150, "instancer", m("a:1", 0), m("b:1", 0)))
+	if only(t, GoingBack(h, NewTruth(h), DefaultBounds), CheckGoingBack, "instancer"); t.Failed() {
+		return
+	}
+	h.Gaps = []Gap{{From: at(6000), To: at(6200)}}
+	r := GoingBack(h, NewTruth(h), DefaultBounds)
+	if len(r.Violations) != 0 || r.Unverified < 1 {
+		t.Errorf("violations %+v, unverified %d; want none and at least 1", r.Violations, r.Unverified)
+	}
+}
+
 func TestAConsumerThatPublishesTheSameSetAgainDoesNotGoBack(t *testing.T) {
 	h := clean()
 	// a is undrained: {a,b} is ZooKeeper's set again, newer than {b}.

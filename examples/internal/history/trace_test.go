@@ -159,6 +159,9 @@ func TestAConsumerAheadOfTheRecorderIsNotChargedWhenTheTruthIsTimedByMtime(t *te
 		}
 	}
 	recorded := hist(1725) // when the recorder saw it: the old timing
+	// Without its gap: GoingBack now leaves a set published while the
+	// recorder was blind unverified, which alone spares this consumer.
+	recorded.Gaps = nil
 	if r := GoingBack(recorded, NewTruth(recorded), DefaultBounds); len(r.Violations) == 0 {
 		t.Fatalf("timed by the recorder, the consumer is not charged: the replay does not reproduce the case")
 	}
