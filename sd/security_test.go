@@ -195,10 +195,7 @@ func TestSecurityRefusalsNameTheServerAndTheFix(t *testing.T) {
 func TestSASLRefusalEndsTheFirstLoad(t *testing.T) {
 	t.Parallel()
 	zkc := zktest.New(t, zktest.SASL(map[string]string{saslUser: saslPassword}))
-	// 5 s to connect, as the other refusal cases: in the per-node pass the
-	// first load rides the own session, and with 2 s a loaded JVM's SASL
-	// refusal came after the timeout (go-zookeeper's "could not connect").
-	cl, err := sd.NewClient(zkc.ConnectString(), sd.SessionTimeout(2*time.Second), sd.ConnectTimeout(5*time.Second), sd.SASL(saslUser, "wrong"))
+	cl, err := sd.NewClient(zkc.ConnectString(), sd.SessionTimeout(2*time.Second), sd.ConnectTimeout(2*time.Second), sd.SASL(saslUser, "wrong"))
 	if err != nil {
 		t.Fatal(err)
 	}
