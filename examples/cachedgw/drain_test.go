@@ -70,8 +70,21 @@ func TestAnOperatorDrainEvictsFromTheCachedGateway(t *testing.T) {
 	// next request reads again: only a fresh list is the read waited for.
 	reread := func(what string) {
 		t.Helper()
-		n := src.reads.Load()
-		skew.Add(int64(ttl))
+		// The clock moves while no read is under way: a read begun before
+		// it (counted at its start) would end fresh past the new clock, and
+		// the read waited for would never come (seen once: the first read
+		// of both, 1 read in 30 s with the load running).
+		var n int64
+		testutil.WaitFor(t, "no read under way", func() bool {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if c.loading != nil {
+				return false
+			}
+			n = src.reads.Load()
+			skew.Add(int64(ttl))
+			return true
+		})
 		testutil.WaitFor(t, what, func() bool {
 			c.mu.Lock()
 			defer c.mu.Unlock()
