@@ -16,8 +16,6 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
-
-	"github.com/gracekit/gracekit/internal/zkconn"
 )
 
 // Client defaults.
@@ -121,7 +119,6 @@ type clientOptions struct {
 	logger         *slog.Logger
 	onEvent        func(SessionEvent)
 	dialer         DialFunc
-	sec            zkconn.Security // TLS and SASL (security.go)
 }
 
 type clientOptionFunc func(*clientOptions) error
@@ -231,7 +228,6 @@ type Client struct {
 	opts    clientOptions
 	logger  *slog.Logger
 	hp      *hostProvider
-	sec     *zkconn.Layer // TLS and SASL on every connection (security.go)
 
 	mu        sync.Mutex
 	subs      map[int]func(SessionEvent)
@@ -366,12 +362,7 @@ func NewClient(connect string, opts ...ClientOption) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	sec, err := zkconn.New(o.sec) // the files again: they may have changed since the option
-	if err != nil {
-		return nil, configError(err)
-	}
 	c := &Client{
-		sec:     sec,
 		servers: servers, chroot: chroot, opts: o,
 		logger:   o.logger.With("component", "sd.client"),
 		subs:     map[int]func(SessionEvent){},
@@ -385,14 +376,8 @@ func NewClient(connect string, opts ...ClientOption) (*Client, error) {
 		authDone: make(chan struct{}),
 		acl:      zk.WorldACL(zk.PermAll),
 	}
-	if o.user != "" || o.sec.SASL != nil {
-		c.acl = zk.WorldACL(zk.PermRead)
-		if o.user != "" {
-			c.acl = append(c.acl, zk.DigestACL(zk.PermAll, o.user, o.password)...)
-		}
-		if o.sec.SASL != nil {
-			c.acl = append(c.acl, saslACL(o.sec.SASL.User))
-		}
+	if o.user != "" {
+		c.acl = append(zk.WorldACL(zk.PermRead), zk.DigestACL(zk.PermAll, o.user, o.password)...)
 	}
 	// One shuffled order for both sessions (Connect's Init of the same
 	// servers keeps it).
@@ -416,10 +401,14 @@ func (c *Client) connectWhenWanted() {
 		close(c.authDone)
 		return
 	}
+	dialer := c.opts.dialer
+	if dialer == nil {
+		dialer = net.DialTimeout
+	}
 	conn, events, err := zk.Connect(c.servers, c.opts.sessionTimeout,
 		zk.WithLogger(zkLogger{c.logger}),
 		zk.WithLogInfo(false),
-		zk.WithDialer(zk.Dialer(bufferedDialer(c.zxidDialer(c.tracked(c.secureDialer(c.rawDialer())))))), // zxidconn.go, security.go
+		zk.WithDialer(zk.Dialer(bufferedDialer(c.zxidDialer(c.tracked(dialer))))), // zxidconn.go
 		zk.WithHostProvider(c.hp),
 		zk.WithEventCallback(func(ev zk.Event) {
 			if ev.Type != zk.EventSession {
@@ -587,10 +576,6 @@ func (c *Client) awaitSettled(ctx context.Context) error {
 	c.wantSession()
 	var never <-chan time.Time // the connect timeout, while no session ever came
 	for {
-		refusals := c.sec.Refusals()
-		if err := c.refusedByAll(); err != nil {
-			return err
-		}
 		c.mu.Lock()
 		until, up, had := c.settleUntil.Load(), c.up, c.sessions > 0 // stored together by dispatch
 		c.mu.Unlock()
@@ -602,8 +587,6 @@ func (c *Client) awaitSettled(ctx context.Context) error {
 			}
 			select {
 			case <-up:
-				continue
-			case <-refusals:
 				continue
 			case <-never:
 				return c.errNoServer()
@@ -643,9 +626,6 @@ func (c *Client) awaitSettled(ctx context.Context) error {
 // errNoServer is the error of a call that waited the connect timeout
 // while no server ever gave a session.
 func (c *Client) errNoServer() error {
-	if f := c.sec.Failure(); f != nil {
-		return &noServerError{fmt.Errorf("sd: no ZooKeeper server of %v gave a session within %v: %w", c.servers, c.opts.connectTimeout, f)}
-	}
 	return &noServerError{fmt.Errorf("sd: no ZooKeeper server of %v gave a session within %v: check the connect string and that the ensemble is up: %w",
 		c.servers, c.opts.connectTimeout, zk.ErrNoServer)}
 }
@@ -842,7 +822,7 @@ func (c *Client) createPath(ctx context.Context, full string, container bool, ca
 // cannot tighten an ACL it did not set (the node may be shared), so the
 // operator has to; see the README's security section.
 func (c *Client) checkParentACL(ctx context.Context, p string, call callFunc) {
-	if c.opts.user == "" && c.opts.sec.SASL == nil || p == c.chroot || strings.HasPrefix(c.chroot, p+"/") {
+	if c.opts.user == "" || p == c.chroot || strings.HasPrefix(c.chroot, p+"/") {
 		return
 	}
 	c.mu.Lock()
@@ -862,7 +842,7 @@ func (c *Client) checkParentACL(ctx context.Context, p string, call callFunc) {
 	for _, a := range acl {
 		if a.Scheme == "world" && a.Perms&(zk.PermCreate|zk.PermDelete) != 0 {
 			c.logger.Warn("a parent node lets anyone create or delete instances under it; set its ACL to the client's",
-				"path", p, "fix", c.parentACLFix(p))
+				"path", p, "fix", fmt.Sprintf("setAcl %s world:anyone:r,digest:%s:<digest>:cdrwa", p, c.opts.user))
 			return
 		}
 	}
