@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -66,16 +67,8 @@ func (p *Provider) watchGateways(ctx context.Context, client *sd.Client) error {
 	if !p.opts.registerLater {
 		return watch(ctx)
 	}
-	gctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	t := time.AfterFunc(RegisterReachWait, func() {
-		if !client.HadSession() {
-			cancel(errUnreachable)
-		}
-	})
-	err := watch(gctx)
-	t.Stop()
-	if err == nil || ctx.Err() != nil || (!errors.Is(context.Cause(gctx), errUnreachable) && client.HadSession()) {
+	later, err := reachWithin(ctx, client, watch)
+	if !later {
 		return err
 	}
 	p.log.Warn("ZooKeeper is unreachable; watching the flush gateways as soon as it answers", "gateways", p.cfg.Flush.Gateways, "err", err)
@@ -87,25 +80,11 @@ func (p *Provider) watchGateways(ctx context.Context, client *sd.Client) error {
 	l.mu.Unlock()
 	go func() {
 		defer close(done)
-		bo := backoff.NewExponentialBackOff()
-		bo.InitialInterval, bo.MaxInterval = 250*time.Millisecond, 5*time.Second
-		for {
-			err := watch(bctx)
-			if err == nil {
-				p.log.Info("watching the flush gateways once ZooKeeper answered", "gateways", p.cfg.Flush.Gateways)
-				return
-			}
-			if bctx.Err() != nil || errors.Is(err, sd.ErrClosed) {
-				return // stopping, or the consumer was
-			}
-			p.log.Debug("watching the flush gateways failed; trying again", "err", err)
-			t := time.NewTimer(bo.NextBackOff())
-			select {
-			case <-t.C:
-			case <-bctx.Done():
-				t.Stop()
-				return
-			}
+		err := retryUntilDone(bctx, p.log, "watching the flush gateways", watch, func(err error) bool {
+			return errors.Is(err, sd.ErrClosed) // the consumer stopped
+		})
+		if err == nil {
+			p.log.Info("watching the flush gateways once ZooKeeper answered", "gateways", p.cfg.Flush.Gateways)
 		}
 	}()
 	return nil
@@ -130,19 +109,8 @@ func (p *Provider) register(ctx context.Context, reg *sd.Registrar, client *sd.C
 	if !p.opts.registerLater {
 		return reg.RegisterContext(ctx)
 	}
-	rctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	t := time.AfterFunc(RegisterReachWait, func() {
-		if !client.HadSession() {
-			cancel(errUnreachable)
-		}
-	})
-	err := reg.RegisterContext(rctx)
-	t.Stop()
-	// Any other failure came from a server (an ACL, a conflict), or ended
-	// the Start on purpose (ctx).
-	unreachable := errors.Is(context.Cause(rctx), errUnreachable)
-	if err == nil || ctx.Err() != nil || (!unreachable && client.HadSession()) {
+	later, err := reachWithin(ctx, client, reg.RegisterContext)
+	if !later {
 		return err
 	}
 	p.log.Warn("ZooKeeper is unreachable; serving unregistered, registering as soon as it answers", "err", err)
@@ -154,28 +122,11 @@ func (p *Provider) register(ctx context.Context, reg *sd.Registrar, client *sd.C
 	l.mu.Unlock()
 	go func() {
 		defer close(done)
-		bo := backoff.NewExponentialBackOff()
-		bo.InitialInterval, bo.MaxInterval = 250*time.Millisecond, 5*time.Second
-		for {
-			err := reg.RegisterContext(bctx)
-			if err == nil {
-				l.mu.Lock()
-				l.registered = true
-				l.mu.Unlock()
-				p.log.Info("registered once ZooKeeper answered")
-				return
-			}
-			if bctx.Err() != nil {
-				return
-			}
-			p.log.Debug("registering failed; trying again", "err", err)
-			t := time.NewTimer(bo.NextBackOff())
-			select {
-			case <-t.C:
-			case <-bctx.Done():
-				t.Stop()
-				return
-			}
+		if retryUntilDone(bctx, p.log, "registering", reg.RegisterContext, nil) == nil {
+			l.mu.Lock()
+			l.registered = true
+			l.mu.Unlock()
+			p.log.Info("registered once ZooKeeper answered")
 		}
 	}()
 	return nil
@@ -203,4 +154,44 @@ func (p *Provider) endLate(ctx context.Context) (pending bool, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return !l.registered, nil
+}
+
+// reachWithin runs try within ctx, cut after RegisterReachWait when the
+// Client never had a session. later says that the failure was ZooKeeper
+// not answering, which WithRegisterWhenReachable leaves to the
+// background; any other failure came from a server (an ACL, a conflict),
+// or ended the Start on purpose (ctx).
+func reachWithin(ctx context.Context, client *sd.Client, try func(context.Context) error) (later bool, err error) {
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	t := time.AfterFunc(RegisterReachWait, func() {
+		if !client.HadSession() {
+			cancel(errUnreachable)
+		}
+	})
+	err = try(rctx)
+	t.Stop()
+	unreachable := errors.Is(context.Cause(rctx), errUnreachable)
+	return !(err == nil || ctx.Err() != nil || (!unreachable && client.HadSession())), err
+}
+
+// retryUntilDone runs try with a backoff until it succeeds (nil), ctx
+// ends, or final says an error is for good (both returned).
+func retryUntilDone(ctx context.Context, log *slog.Logger, what string, try func(context.Context) error, final func(error) bool) error {
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval, bo.MaxInterval = 250*time.Millisecond, 5*time.Second
+	for {
+		err := try(ctx)
+		if err == nil || ctx.Err() != nil || (final != nil && final(err)) {
+			return err
+		}
+		log.Debug(what+" failed; trying again", "err", err)
+		t := time.NewTimer(bo.NextBackOff())
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
 }
