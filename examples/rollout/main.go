@@ -749,13 +749,6 @@ func (d *driver) runMode(ctx context.Context, transport, mode, base string) (res
 	// Whatever happens, end this mode's processes: providers first (a
 	// graceful provider flushes the gateways as it stops), then consumers.
 	defer func() {
-		procsOf := func(ins []*instance) []*drive.Proc {
-			var ps []*drive.Proc
-			for _, in := range ins {
-				ps = append(ps, in.proc)
-			}
-			return ps
-		}
 		drive.StopAll(procsOf(providers), 10*time.Second)
 		drive.StopAll(procsOf(consumers), 10*time.Second)
 	}()
@@ -1075,4 +1068,13 @@ func scrape(c *instance) (string, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	return string(b), err
+}
+
+// procsOf is the processes of ins, for drive.StopAll.
+func procsOf(ins []*instance) []*drive.Proc {
+	ps := make([]*drive.Proc, 0, len(ins))
+	for _, in := range ins {
+		ps = append(ps, in.proc)
+	}
+	return ps
 }

@@ -321,13 +321,6 @@ func (d *driver) runOutage(ctx context.Context, base string) (res *modeResult, e
 	}
 
 	defer func() {
-		procsOf := func(ins []*instance) []*drive.Proc {
-			var ps []*drive.Proc
-			for _, in := range ins {
-				ps = append(ps, in.proc)
-			}
-			return ps
-		}
 		drive.StopAll(procsOf(providers), 10*time.Second)
 		drive.StopAll(procsOf(gateways), 10*time.Second)
 	}()
