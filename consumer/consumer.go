@@ -242,7 +242,9 @@ func (c *Consumer) Instancer(ctx context.Context, name string) (*sd.Instancer, e
 		changes = startChangeLog(in, c.log.With("service", name), ChangeLogInterval)
 	}
 	c.mu.Lock()
-	stopped := c.services == nil
+	// Stop ends life before it takes the map: a load it cancelled can be
+	// back here first, and is a stop all the same.
+	stopped := c.services == nil || c.life.Err() != nil
 	switch {
 	case stopped && err == nil:
 		err = sd.ErrClosed
