@@ -253,13 +253,14 @@ type Client struct {
 	authErr     error         // set before authDone closes
 
 	// The own session's loss and sync (lost.go).
-	ownDown    atomic.Int64           // unix nanos since the own session has had no connection; 0 while it has one, and before the first
-	ownTimeout atomic.Int64           // ms, the session timeout the server granted the own session (zxidconn.go)
-	ownRefused atomic.Pointer[string] // the last server that closed the own session's handshake since it had a connection
-	zmu        sync.Mutex             // orders resetOwnZxid and sawOwnZxid
-	zlineage   uint64                 // counts the own session's losses; under zmu
-	zsynced    uint64                 // the last zlineage whose session synced; under zmu
-	syncing    *syncCall              // the sync under way, nil while none; under mu
+	ownDown      atomic.Int64           // unix nanos since the own session has had no connection; 0 while it has one, and before the first
+	ownTimeout   atomic.Int64           // ms, the session timeout the server granted the own session (zxidconn.go)
+	ownReplyZxid atomic.Int64           // the own session's last reply zxid, which go-zookeeper is handed as 0 (zxidconn.go)
+	ownRefused   atomic.Pointer[string] // the last server that closed the own session's handshake since it had a connection
+	zmu          sync.Mutex             // orders resetOwnZxid and sawOwnZxid
+	zlineage     uint64                 // counts the own session's losses; under zmu
+	zsynced      uint64                 // the last zlineage whose session synced; under zmu
+	syncing      *syncCall              // the sync under way, nil while none; under mu
 }
 
 // ParseConnectString splits "host:port,host:port/chroot" into its servers

@@ -33,15 +33,25 @@ func (c *Client) zxidDialer(d DialFunc) DialFunc {
 // would be taken by a server behind what the Client already read. The
 // order starts anew only when the session is lost (lost.go): the dialer
 // then hands go-zookeeper an expiry instead of a connection.
+//
+// It also hands go-zookeeper every reply with its zxid zeroed, and keeps
+// the zxid itself: go-zookeeper v1.0.4's receive loop writes its last
+// zxid for each reply while its watch re-send reads it from another
+// goroutine (go-zookeeper/zk#35, a data race the race detector reports).
+// Given zeroes it never writes it, so nothing races, with no wait. The
+// re-send's relativeZxid is then written here (setWatches): the session's
+// last reply zxid before this connection, as the Java client sends it.
 // Why here: go-zookeeper v1.0.4 has no option for it, and its dialer is
 // the one place between it and the wire.
 //
-// go-zookeeper writes from one goroutine at a time and reads from one.
+// go-zookeeper writes from one goroutine at a time, a frame per Write,
+// and reads from one.
 type zxidConn struct {
 	net.Conn
 	c       *Client
 	addr    string
 	written bool
+	rel     int64 // relativeZxid for setWatches: the session's last reply zxid before this connection
 
 	// The reply stream, as read so far.
 	hdr     [16]byte // the frame's length, xid and zxid
@@ -52,23 +62,44 @@ type zxidConn struct {
 }
 
 func (z *zxidConn) Write(p []byte) (int, error) {
+	whole := len(p) >= 16 && int(binary.BigEndian.Uint32(p)) == len(p)-4
 	if !z.written {
 		z.written = true
-		// length 4, protocolVersion 4, lastZxidSeen 8, ...
-		if len(p) >= 16 && int(binary.BigEndian.Uint32(p)) == len(p)-4 {
+		// length 4, protocolVersion 4, lastZxidSeen 8, timeOut 4, sessionId 8, ...
+		if whole && len(p) >= 28 {
+			if binary.BigEndian.Uint64(p[20:28]) == 0 {
+				z.c.ownReplyZxid.Store(0) // a new session: go-zookeeper's last zxid starts at 0 too
+			}
+			z.rel = z.c.ownReplyZxid.Load()
+		}
+		if whole {
 			own := int64(binary.BigEndian.Uint64(p[8:16]))
 			if seen := zkwire.SendZxid(z.c.zxid.Load()); seen > own {
-				q := make([]byte, len(p))
-				copy(q, p)
-				binary.BigEndian.PutUint64(q[8:16], uint64(seen))
-				if _, err := z.Conn.Write(q); err != nil {
-					return 0, err
-				}
-				return len(p), nil
+				return z.rewrite(p, 8, seen)
 			}
 		}
+		return z.Conn.Write(p)
+	}
+	// length 4, xid 4, type 4, relativeZxid 8, ...
+	if whole && len(p) >= 20 && int32(binary.BigEndian.Uint32(p[8:12])) == opSetWatches {
+		return z.rewrite(p, 12, z.rel)
 	}
 	return z.Conn.Write(p)
+}
+
+// opSetWatches is the type of go-zookeeper's watch re-send.
+const opSetWatches = 101
+
+// rewrite writes p with the 8 bytes at off set to v, leaving the caller's
+// bytes as they were.
+func (z *zxidConn) rewrite(p []byte, off int, v int64) (int, error) {
+	q := make([]byte, len(p))
+	copy(q, p)
+	binary.BigEndian.PutUint64(q[off:off+8], uint64(v))
+	if _, err := z.Conn.Write(q); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 func (z *zxidConn) Read(p []byte) (int, error) {
@@ -87,7 +118,7 @@ func (z *zxidConn) Read(p []byte) (int, error) {
 
 // scan follows the frames in b, noting each reply header's zxid (the auth
 // replies' aside; pings' too, as zkwire.Conn counts them: see its
-// LastZxid).
+// LastZxid), and zeroes it in b.
 func (z *zxidConn) scan(b []byte) {
 	for len(b) > 0 {
 		if z.skip > 0 {
@@ -109,14 +140,24 @@ func (z *zxidConn) scan(b []byte) {
 			}
 		}
 		k := copy(z.hdr[z.have:], b)
+		if z.replies {
+			// go-zookeeper gets the reply's zxid as 0 (see zxidConn).
+			for i := max(8, z.have); i < min(16, z.have+k); i++ {
+				b[i-z.have] = 0
+			}
+		}
 		z.have, b = z.have+k, b[k:]
 		if z.have < len(z.hdr) {
 			continue
 		}
 		if z.replies {
 			xid := int32(binary.BigEndian.Uint32(z.hdr[4:8]))
+			zxid := int64(binary.BigEndian.Uint64(z.hdr[8:16]))
 			if xid != zkwire.XidAuth {
-				z.c.sawZxid(int64(binary.BigEndian.Uint64(z.hdr[8:16])))
+				z.c.sawZxid(zxid)
+			}
+			if xid >= 0 && zxid > 0 {
+				z.c.ownReplyZxid.Store(zxid) // what go-zookeeper would have kept as its last zxid
 			}
 		} else if ms := int32(binary.BigEndian.Uint32(z.hdr[8:12])); ms > 0 {
 			// The ConnectResponse: protocolVersion, timeOut, sessionId, ...

@@ -1,12 +1,23 @@
 package sd
 
 import (
+	"bytes"
+	"context"
 	"encoding/binary"
+	"io"
 	"math/rand/v2"
 	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/go-zookeeper/zk"
+
+	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/internal/zkwire"
+	"github.com/gracekit/gracekit/zktest"
 )
 
 // frame is a reply frame: length, xid, zxid, err and a body.
@@ -36,10 +47,18 @@ func TestAZxidConnNotesTheHighestReplyZxidWhereverReadsCut(t *testing.T) {
 	stream = append(stream, frame(2, 0x107, len(body))...)
 	copy(stream[len(stream)-len(body):], body)
 	stream = append(stream, frame(4, 0x106, 3)...) // lower: the highest stays
+	// What go-zookeeper must read: the same stream, every reply's zxid 0.
+	want := slices.Clone(stream)
+	for off := len(connect); off < len(want); {
+		clear(want[off+8 : off+16])
+		size := int(binary.BigEndian.Uint32(want[off:]))
+		off += 4 + size
+	}
 	for seed := range uint64(200) {
 		r := rand.New(rand.NewPCG(seed, 1))
 		z := &zxidConn{c: &Client{}}
-		for rest := stream; len(rest) > 0; {
+		got := slices.Clone(stream)
+		for rest := got; len(rest) > 0; {
 			n := 1 + r.IntN(min(len(rest), 23))
 			z.scan(rest[:n])
 			rest = rest[n:]
@@ -47,6 +66,75 @@ func TestAZxidConnNotesTheHighestReplyZxidWhereverReadsCut(t *testing.T) {
 		if got := z.c.zxid.Load(); got != 0x108 || z.lost {
 			t.Fatalf("seed %d: noted %#x (lost %v), want 0x108, the ping's", seed, got, z.lost)
 		}
+		if own := z.c.ownReplyZxid.Load(); own != 0x106 {
+			t.Fatalf("seed %d: the last reply zxid %#x, want 0x106, the last reply's (as go-zookeeper keeps it)", seed, own)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("seed %d: go-zookeeper reads\n%x\nwant\n%x", seed, got, want)
+		}
+	}
+}
+
+// A setWatches re-send goes out with the relativeZxid the session's replies
+// had reached when the connection was made, whatever go-zookeeper wrote
+// (it is handed zeroes); a new session starts from 0; other requests and
+// the caller's bytes are left as they were.
+func TestAZxidConnWritesTheReSendsRelativeZxid(t *testing.T) {
+	handshake := func(session int64) []byte {
+		b := binary.BigEndian.AppendUint32(nil, 44)
+		b = binary.BigEndian.AppendUint32(b, 0)
+		b = binary.BigEndian.AppendUint64(b, 0)
+		b = binary.BigEndian.AppendUint32(b, 2000)
+		b = binary.BigEndian.AppendUint64(b, uint64(session))
+		return append(b, make([]byte, 48-len(b))...)
+	}
+	request := func(op int32) []byte {
+		b := binary.BigEndian.AppendUint32(nil, 4+4+8+12)
+		b = binary.BigEndian.AppendUint32(b, 7)
+		b = binary.BigEndian.AppendUint32(b, uint32(op))
+		b = binary.BigEndian.AppendUint64(b, 0x5) // what go-zookeeper put there
+		return append(b, make([]byte, 12)...)
+	}
+	tests := []struct {
+		name    string
+		session int64
+		op      int32
+		want    int64
+	}{
+		{"a resumed session's re-send", 0x77, opSetWatches, 0x300},
+		{"a new session's re-send", 0, opSetWatches, 0},
+		{"another request", 0x77, 4, 0x5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client, server := net.Pipe()
+			defer client.Close()
+			defer server.Close()
+			cl := &Client{}
+			cl.ownReplyZxid.Store(0x300)
+			z := &zxidConn{Conn: client, c: cl}
+			go func() { _, _ = io.Copy(io.Discard, io.LimitReader(server, 48)) }()
+			if _, err := z.Write(handshake(tt.session)); err != nil {
+				t.Fatal(err)
+			}
+			cl.ownReplyZxid.Store(0x400) // a reply of this connection: not what the re-send had seen
+			p := request(tt.op)
+			got := make(chan []byte, 1)
+			go func() {
+				b := make([]byte, len(p))
+				_, _ = io.ReadFull(server, b)
+				got <- b
+			}()
+			if n, err := z.Write(p); err != nil || n != len(p) {
+				t.Fatalf("Write: %d, %v", n, err)
+			}
+			if w := int64(binary.BigEndian.Uint64((<-got)[12:20])); w != tt.want {
+				t.Fatalf("on the wire %#x, want %#x", w, tt.want)
+			}
+			if own := int64(binary.BigEndian.Uint64(p[12:20])); own != 0x5 {
+				t.Fatalf("the caller's request was changed to %#x", own)
+			}
+		})
 	}
 }
 
@@ -100,5 +188,111 @@ func TestAZxidConnRaisesTheHandshakesZxid(t *testing.T) {
 				t.Fatalf("the caller's handshake was changed to %#x", own)
 			}
 		})
+	}
+}
+
+// spyConn reports the relativeZxid of every setWatches frame written on it
+// (the bytes on the wire, after zxidConn).
+type spyConn struct {
+	net.Conn
+	setWatches chan<- int64
+}
+
+func (s *spyConn) Write(p []byte) (int, error) {
+	if len(p) >= 20 && int32(binary.BigEndian.Uint32(p[8:12])) == opSetWatches {
+		s.setWatches <- int64(binary.BigEndian.Uint64(p[12:20]))
+	}
+	return s.Conn.Write(p)
+}
+
+// Against a real server: a watch of the own session that a change made
+// while it was disconnected should have fired fires after the reconnect,
+// and one nothing touched does not (a relativeZxid of 0, go-zookeeper's
+// when handed zeroes, would fire it; one too high would miss the change).
+func TestTheOwnSessionsWatchesAfterAReconnectFireForWhatChangedMeanwhileOnly(t *testing.T) {
+	srv, dir := zktest.Shared(t), zktest.UniquePath(t)
+	w := testutil.ZKConn(t, srv.Addrs())
+	for _, p := range []string{dir, dir + "/a"} {
+		if _, err := w.Create(p, []byte("1"), 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var (
+		mu      sync.Mutex
+		last    net.Conn
+		hold    = make(chan struct{})
+		holding atomic.Bool
+	)
+	setWatches := make(chan int64, 4)
+	dial := func(network, address string, timeout time.Duration) (net.Conn, error) {
+		if holding.Load() {
+			<-hold
+		}
+		conn, err := net.DialTimeout(network, address, timeout)
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		last = conn
+		mu.Unlock()
+		return &spyConn{Conn: conn, setWatches: setWatches}, nil
+	}
+	c, err := NewClient(srv.ConnectString(), SessionTimeout(10*time.Second), Dialer(dial))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitLimit)
+	defer cancel()
+	if err := c.awaitSettled(ctx); err != nil {
+		t.Fatal(err)
+	}
+	zc := c.zk()
+	_, _, data, err := zc.GetW(dir + "/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, children, err := zc.ChildrenW(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := c.ownReplyZxid.Load()
+	if seen <= 0 {
+		t.Fatalf("the last reply zxid %#x after two reads", seen)
+	}
+
+	holding.Store(true) // the reconnect waits for the change
+	mu.Lock()
+	_ = last.Close()
+	mu.Unlock()
+	if _, err := w.Set(dir+"/a", []byte("2"), -1); err != nil {
+		t.Fatal(err)
+	}
+	close(hold)
+
+	select {
+	case rel := <-setWatches:
+		if rel != seen {
+			t.Errorf("setWatches relativeZxid %#x, want %#x, the last reply zxid before the reconnect", rel, seen)
+		}
+	case <-ctx.Done():
+		t.Fatal("no setWatches after the reconnect")
+	}
+	select {
+	case ev := <-data:
+		if ev.Type != zk.EventNodeDataChanged {
+			t.Fatalf("the data watch: %v, want a data change", ev)
+		}
+	case <-ctx.Done():
+		t.Fatal("the change made while disconnected fired no watch after the reconnect")
+	}
+	// The server answers the sync after the re-send's events.
+	if _, err := zc.Sync(dir); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-children:
+		t.Fatalf("the children watch fired with nothing changed: %v", ev)
+	default:
 	}
 }
