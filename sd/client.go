@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net"
 	"path"
 	"strconv"
@@ -240,17 +239,17 @@ type Client struct {
 	drained   chan struct{}   // closed when the zk event channel is closed
 	done      chan struct{}   // closed by Close
 
-	up          chan struct{} // closed while the own session is up; under mu
-	sessions    int           // StateHasSession events seen
-	settleUntil atomic.Int64  // unix nanos: a new connection's watch re-send is settling until then
-	zxid        atomic.Int64  // the highest zxid the own session (and its bulk reads) saw since its zxid order began (lost.go)
-	zkWanted    chan struct{} // closed by wantSession
-	zkReady     chan struct{} // closed once conn is set (nil only if Close came first)
-	zkDone      chan struct{} // closed when the goroutine that made conn ended
-	wantOnce    sync.Once
-	wantedAt    atomic.Int64  // unix nanos of the first wantSession
-	authDone    chan struct{} // closed when digest auth was answered (at once without it)
-	authErr     error         // set before authDone closes
+	up       chan struct{} // closed while the own session is up; under mu
+	sessions int           // StateHasSession events seen
+	down     bool          // no connection since the first session or a loss; under mu
+	zxid     atomic.Int64  // the highest zxid the own session (and its bulk reads) saw since its zxid order began (lost.go)
+	zkWanted chan struct{} // closed by wantSession
+	zkReady  chan struct{} // closed once conn is set (nil only if Close came first)
+	zkDone   chan struct{} // closed when the goroutine that made conn ended
+	wantOnce sync.Once
+	wantedAt atomic.Int64  // unix nanos of the first wantSession
+	authDone chan struct{} // closed when digest auth was answered (at once without it)
+	authErr  error         // set before authDone closes
 
 	// The own session's loss and sync (lost.go).
 	ownDown      atomic.Int64           // unix nanos since the own session has had no connection; 0 while it has one, and before the first
@@ -386,7 +385,7 @@ func NewClient(connect string, opts ...ClientOption) (*Client, error) {
 	if err := c.hp.Init(servers); err != nil {
 		return nil, fmt.Errorf("sd: connect %v: %w", servers, err)
 	}
-	c.settleUntil.Store(settlePending)
+	c.down = true
 	go c.connectWhenWanted()
 	return c, nil
 }
@@ -525,12 +524,7 @@ func (c *Client) dispatch(ev SessionEvent) {
 		c.ownDown.Store(0)
 		c.ownRefused.Store(nil)
 		c.sessions++
-		if c.sessions > 1 {
-			c.settleUntil.Store(time.Now().Add(reconnectSettle).UnixNano())
-		} else {
-			// The first connection has no watches to re-send.
-			c.settleUntil.Store(0)
-		}
+		c.down = false
 		select {
 		case <-c.up:
 		default:
@@ -538,9 +532,7 @@ func (c *Client) dispatch(ev SessionEvent) {
 		}
 	} else if c.sessions > 0 {
 		c.ownDown.CompareAndSwap(0, time.Now().UnixNano()) // see ownLost
-		// Stored under mu, so that a late event of the old connection
-		// cannot overwrite the new one's deadline out of order.
-		c.settleUntil.Store(settlePending)
+		c.down = true
 		select {
 		case <-c.up:
 			c.up = make(chan struct{})
@@ -562,25 +554,22 @@ func (c *Client) dispatch(ev SessionEvent) {
 	}
 }
 
-// awaitSettled waits, within ctx, until the Client's own session is up
-// and a new connection's watch re-send had reconnectSettle to go first, so
-// that no request of ours is the response go-zookeeper's receive loop
-// writes its last zxid for while the re-send reads it
-// (go-zookeeper/zk#35). A call made while disconnected would wait in
-// go-zookeeper's queue and go out the moment the connection returns,
-// before its session event reached us: so from a disconnect on
-// (settlePending) calls wait for the new connection, then for it to
-// settle. This is the one settle wait of the Client's calls; every call
-// path of ours asks it first. Asking is what opens the session. A new
-// session's first call waits for its sync too (syncOwn).
+// awaitSettled waits, within ctx, until the Client's own session is up.
+// A call made while disconnected would wait in go-zookeeper's queue and go
+// out the moment the connection returns, before its session event reached
+// us: so from a disconnect on calls wait for the new connection. This is
+// the one wait of the Client's calls; every call path of ours asks it
+// first. Asking is what opens the session. A new session's first call
+// waits for its sync too (syncOwn). (go-zookeeper's watch re-send needs no
+// wait: zxidconn.go.)
 func (c *Client) awaitSettled(ctx context.Context) error {
 	c.wantSession()
 	var never <-chan time.Time // the connect timeout, while no session ever came
 	for {
 		c.mu.Lock()
-		until, up, had := c.settleUntil.Load(), c.up, c.sessions > 0 // stored together by dispatch
+		down, up, had := c.down, c.up, c.sessions > 0
 		c.mu.Unlock()
-		if until == settlePending {
+		if down {
 			if !had && never == nil {
 				t := time.NewTimer(time.Until(time.Unix(0, c.wantedAt.Load()).Add(c.opts.connectTimeout)))
 				defer t.Stop()
@@ -607,20 +596,7 @@ func (c *Client) awaitSettled(ctx context.Context) error {
 		case <-c.done:
 			return ErrClosed
 		}
-		d := time.Until(time.Unix(0, until))
-		if d <= 0 {
-			return c.syncOwn(ctx) // a new session's first call syncs it (lost.go)
-		}
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-c.done:
-			t.Stop()
-			return ErrClosed
-		}
+		return c.syncOwn(ctx) // a new session's first call syncs it (lost.go)
 	}
 }
 
@@ -655,10 +631,6 @@ func (c *Client) hadSession() bool {
 	}
 	return c.ws != nil && c.ws.created.Load()+c.ws.resumed.Load() > 0
 }
-
-// settlePending is settleUntil while the connection is down after a
-// session: not settled before the next one is up (Client.up).
-const settlePending = math.MaxInt64
 
 // subscribe registers f for session events until the returned func is
 // called. f must not block.

@@ -17,7 +17,7 @@
 //	                                                             watch: the first Instancer or Catalog
 //	both     connecting   opened, or its connection was lost     calls wait (while no server ever answered:
 //	                                                             the connect timeout, then zk.ErrNoServer)
-//	own      has session  a server gave it                       calls go, after a reconnect once it settled
+//	own      has session  a server gave it                       calls go
 //	watch    up           a server gave it, watches added        notifications routed to each service's feed
 //	both     resumed      reconnected within the session timeout same session; the watch session re-adds its
 //	                                                             watches and re-reads every service in bulk

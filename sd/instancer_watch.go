@@ -160,10 +160,9 @@ func (in *Instancer) run() {
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval, bo.MaxInterval = 50*time.Millisecond, 5*time.Second // v5 has no elapsed-time limit here: retries go on until Stop
 	var work changes
-	var retry, reread, settled *time.Timer
-	back := false // a new connection's news, held until it settled
+	var retry, reread *time.Timer
 	stopTimers := func() {
-		for _, t := range []*time.Timer{retry, reread, settled} {
+		for _, t := range []*time.Timer{retry, reread} {
 			if t != nil {
 				t.Stop()
 			}
@@ -171,15 +170,12 @@ func (in *Instancer) run() {
 	}
 	defer stopTimers()
 	for {
-		var retryC, rereadC, settledC <-chan time.Time
+		var retryC, rereadC <-chan time.Time
 		if retry != nil {
 			retryC = retry.C
 		}
 		if reread != nil {
 			rereadC = reread.C
-		}
-		if settled != nil {
-			settledC = settled.C
 		}
 		select {
 		case <-in.ctx.Done():
@@ -197,31 +193,8 @@ func (in *Instancer) run() {
 		case <-rereadC:
 			reread = nil
 			work.merge(in.dueRereads())
-		case <-settledC:
-			settled = nil
-			if back {
-				back = false
-				work.merge(changes{conn: connBack})
-			}
 		}
-		// A new connection is acted on once it settled (reconnectSettle);
-		// a loss meanwhile cancels it.
-		news := in.take()
-		switch news.conn {
-		case connBack:
-			news.conn = 0
-			if !back {
-				back = true
-				settled = time.NewTimer(reconnectSettle)
-			}
-		case connLost:
-			if back {
-				back = false
-				settled.Stop()
-				settled = nil
-			}
-		}
-		work.merge(news)
+		work.merge(in.take())
 		if retry != nil && work.conn != connBack {
 			// Backing off after a failure; a new session retries at once.
 			// Deletions and connection news do not wait.

@@ -1044,13 +1044,3 @@ func (r *Registrar) DeregisterContext(ctx context.Context) error {
 		return deleted(stat)
 	}
 }
-
-// reconnectSettle is how long calls on the Client's own session wait after
-// a new connection before they read or write (Client.awaitSettled, the one
-// place that waits for it). go-zookeeper v1.0.4 reads its
-// last zxid, to re-send the watches, while its receive loop may write it
-// for a response that came first (go-zookeeper/zk#35, a data race the race
-// detector reports); letting its re-send go first keeps our own requests
-// from being that response. A reconnect is rare and this is short; it is
-// long enough for the re-send on a loaded machine (100 ms was not, in CI).
-const reconnectSettle = 250 * time.Millisecond
