@@ -2,6 +2,7 @@ package fxmodule
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -41,6 +42,13 @@ const (
 	EnvZKServers          = "GRACEKIT_ZK_SERVERS"
 	EnvZKSessionTimeout   = "GRACEKIT_ZK_SESSION_TIMEOUT"
 	EnvZKAuth             = "GRACEKIT_ZK_AUTH"
+	EnvZKTLSCA            = "GRACEKIT_ZK_TLS_CA"
+	EnvZKTLSCert          = "GRACEKIT_ZK_TLS_CERT"
+	EnvZKTLSKey           = "GRACEKIT_ZK_TLS_KEY"
+	EnvZKTLSServerName    = "GRACEKIT_ZK_TLS_SERVER_NAME"
+	EnvZKTLSMinVersion    = "GRACEKIT_ZK_TLS_MIN_VERSION"
+	EnvZKSASLUser         = "GRACEKIT_ZK_SASL_USER"
+	EnvZKSASLPassword     = "GRACEKIT_ZK_SASL_PASSWORD"
 	EnvBasePath           = "GRACEKIT_BASE_PATH"
 	EnvService            = "GRACEKIT_SERVICE"
 	EnvInstanceID         = "GRACEKIT_INSTANCE_ID"
@@ -87,6 +95,17 @@ type Config struct {
 	ZKSessionTimeout time.Duration
 	// ZKAuth is "user:password" for ZooKeeper digest auth; empty for none.
 	ZKAuth string
+	// ZKTLSCA, ZKTLSCert and ZKTLSKey are PEM files (see sd.TLSConfig):
+	// any of them set connects with TLS, to the servers' secureClientPort.
+	// ZKTLSServerName is checked against the servers' certificates (empty:
+	// each server's host); ZKTLSMinVersion is "1.2" (the default) or
+	// "1.3". See docs/SECURITY.md.
+	ZKTLSCA, ZKTLSCert, ZKTLSKey string
+	ZKTLSServerName              string
+	ZKTLSMinVersion              string
+	// ZKSASLUser and ZKSASLPassword authenticate every session with SASL
+	// DIGEST-MD5 (sd.SASL); empty for none.
+	ZKSASLUser, ZKSASLPassword string
 	// BasePath is the parent of service nodes; empty is sd.DefaultBasePath.
 	BasePath string
 
@@ -240,6 +259,13 @@ func configFromLookup(lookup func(string) (string, bool)) (Config, error) {
 	c := Config{
 		ZKServers:          get(EnvZKServers),
 		ZKAuth:             get(EnvZKAuth),
+		ZKTLSCA:            get(EnvZKTLSCA),
+		ZKTLSCert:          get(EnvZKTLSCert),
+		ZKTLSKey:           get(EnvZKTLSKey),
+		ZKTLSServerName:    get(EnvZKTLSServerName),
+		ZKTLSMinVersion:    get(EnvZKTLSMinVersion),
+		ZKSASLUser:         get(EnvZKSASLUser),
+		ZKSASLPassword:     get(EnvZKSASLPassword),
 		BasePath:           get(EnvBasePath),
 		Service:            get(EnvService),
 		InstanceID:         get(EnvInstanceID),
@@ -396,6 +422,7 @@ func list(s string) []string {
 type settings struct {
 	Config
 	authUser, authPassword string
+	security               []sd.ClientOption // TLS and SASL, checked
 	// stopTotal is the sum of the stop steps' bounds (checkBudget).
 	stopTotal time.Duration
 }
@@ -419,6 +446,11 @@ func (c Config) checkSession() (*settings, error) {
 		}
 		s.authUser, s.authPassword = u, p
 	}
+	sec, err := c.security()
+	if err != nil {
+		return nil, err
+	}
+	s.security = sec
 	if c.BasePath == "" {
 		s.BasePath = sd.DefaultBasePath
 	} else if !strings.HasPrefix(c.BasePath, "/") || c.BasePath == "/" || path.Clean(c.BasePath) != c.BasePath {
@@ -435,6 +467,7 @@ func (s *settings) newSession(log *slog.Logger) (*sd.Session, error) {
 	if s.authUser != "" {
 		opts = append(opts, sd.DigestAuth(s.authUser, s.authPassword))
 	}
+	opts = append(opts, s.security...)
 	sess, err := sd.NewSession(s.ZKServers, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("fxmodule: ZooKeeper session (Config.ZKServers %q): %w", s.ZKServers, err)
@@ -681,3 +714,56 @@ type nopRegistration struct{}
 func (nopRegistration) RegisterContext(context.Context) error      { return nil }
 func (nopRegistration) SetStatus(context.Context, sd.Status) error { return nil }
 func (nopRegistration) DeregisterContext(context.Context) error    { return nil }
+
+// security is the TLS and SASL options of the ZKTLS* and ZKSASL* fields,
+// checked now: a missing or malformed file is a *ConfigError naming the
+// field, its variable and the file.
+func (c Config) security() ([]sd.ClientOption, error) {
+	var opts []sd.ClientOption
+	if c.ZKTLSCA != "" || c.ZKTLSCert != "" || c.ZKTLSKey != "" || c.ZKTLSServerName != "" || c.ZKTLSMinVersion != "" {
+		var v uint16
+		switch c.ZKTLSMinVersion {
+		case "", "1.2":
+			v = tls.VersionTLS12
+		case "1.3":
+			v = tls.VersionTLS13
+		default:
+			return nil, &ConfigError{Field: "ZKTLSMinVersion", Env: EnvZKTLSMinVersion, Value: c.ZKTLSMinVersion, Want: "1.2 or 1.3"}
+		}
+		opt := sd.TLS(sd.TLSConfig{CAFile: c.ZKTLSCA, CertFile: c.ZKTLSCert, KeyFile: c.ZKTLSKey, ServerName: c.ZKTLSServerName, MinVersion: v})
+		if _, err := sd.NewSession("127.0.0.1:2181", opt); err != nil { // reads the files; dials nothing
+			field, env, value := "ZKTLSCA", EnvZKTLSCA, c.ZKTLSCA
+			if strings.Contains(err.Error(), "client") {
+				field, env, value = "ZKTLSCert", EnvZKTLSCert, c.ZKTLSCert+", "+c.ZKTLSKey
+			}
+			return nil, &ConfigError{Field: field, Env: env, Value: value, Want: "readable PEM files (see docs/SECURITY.md)", Err: err}
+		}
+		opts = append(opts, opt)
+	}
+	switch {
+	case c.ZKSASLUser == "" && c.ZKSASLPassword == "":
+	case c.ZKSASLUser == "":
+		return nil, &ConfigError{Field: "ZKSASLUser", Env: EnvZKSASLUser, Want: "a user of the servers' JAAS Server section, with ZKSASLPassword"}
+	case c.ZKSASLPassword == "":
+		return nil, &ConfigError{Field: "ZKSASLPassword", Env: EnvZKSASLPassword, Value: "", Want: "the password of ZKSASLUser " + strconv.Quote(c.ZKSASLUser)}
+	default:
+		opts = append(opts, sd.SASL(c.ZKSASLUser, c.ZKSASLPassword))
+	}
+	return opts, nil
+}
+
+// String prints the Config with its secrets (ZKAuth, ZKSASLPassword,
+// FlushSecret) redacted, so that a Config logged with %v shows none.
+func (c Config) String() string {
+	type plain Config // without the method
+	p := plain(c)
+	for _, f := range []*string{&p.ZKAuth, &p.ZKSASLPassword, &p.FlushSecret} {
+		if *f != "" {
+			*f = "(redacted)"
+		}
+	}
+	return fmt.Sprintf("%+v", p)
+}
+
+// GoString is String, for %#v.
+func (c Config) GoString() string { return "fxmodule.Config" + c.String() }

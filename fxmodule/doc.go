@@ -45,6 +45,13 @@
 //	GRACEKIT_ZK_SERVERS             ZKServers           required: "host:port,...[/chroot]"
 //	GRACEKIT_ZK_SESSION_TIMEOUT     ZKSessionTimeout    10s (sd.DefaultSessionTimeout)
 //	GRACEKIT_ZK_AUTH                ZKAuth              none; "user:password" for digest auth
+//	GRACEKIT_ZK_TLS_CA              ZKTLSCA             none; PEM CA bundle: any GRACEKIT_ZK_TLS_* set connects with TLS
+//	GRACEKIT_ZK_TLS_CERT            ZKTLSCert           none; PEM client certificate (ssl.clientAuth=need)
+//	GRACEKIT_ZK_TLS_KEY             ZKTLSKey            none; its PEM key
+//	GRACEKIT_ZK_TLS_SERVER_NAME     ZKTLSServerName     each server's host: checked against its certificate
+//	GRACEKIT_ZK_TLS_MIN_VERSION     ZKTLSMinVersion     1.2; or 1.3
+//	GRACEKIT_ZK_SASL_USER           ZKSASLUser          none; SASL DIGEST-MD5 user (docs/SECURITY.md)
+//	GRACEKIT_ZK_SASL_PASSWORD       ZKSASLPassword      none; required with ZKSASLUser
 //	GRACEKIT_BASE_PATH              BasePath            /services
 //	GRACEKIT_SERVICE                Service             required
 //	GRACEKIT_INSTANCE_ID            InstanceID          a random UUID

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/gracekit/gracekit/internal/zkconn"
 )
 
 // Client defaults.
@@ -118,6 +120,7 @@ type clientOptions struct {
 	logger         *slog.Logger
 	onEvent        func(SessionEvent)
 	dialer         DialFunc
+	sec            zkconn.Security // TLS and SASL (security.go)
 }
 
 type clientOptionFunc func(*clientOptions) error
@@ -227,6 +230,7 @@ type Client struct {
 	opts    clientOptions
 	logger  *slog.Logger
 	hp      *hostProvider
+	sec     *zkconn.Layer // TLS and SASL on every connection (security.go)
 
 	mu        sync.Mutex
 	subs      map[int]func(SessionEvent)
@@ -362,7 +366,12 @@ func NewClient(connect string, opts ...ClientOption) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	sec, err := zkconn.New(o.sec) // the files again: they may have changed since the option
+	if err != nil {
+		return nil, configError(err)
+	}
 	c := &Client{
+		sec:     sec,
 		servers: servers, chroot: chroot, opts: o,
 		logger:   o.logger.With("component", "sd.client"),
 		subs:     map[int]func(SessionEvent){},
@@ -376,8 +385,14 @@ func NewClient(connect string, opts ...ClientOption) (*Client, error) {
 		authDone: make(chan struct{}),
 		acl:      zk.WorldACL(zk.PermAll),
 	}
-	if o.user != "" {
-		c.acl = append(zk.WorldACL(zk.PermRead), zk.DigestACL(zk.PermAll, o.user, o.password)...)
+	if o.user != "" || o.sec.SASL != nil {
+		c.acl = zk.WorldACL(zk.PermRead)
+		if o.user != "" {
+			c.acl = append(c.acl, zk.DigestACL(zk.PermAll, o.user, o.password)...)
+		}
+		if o.sec.SASL != nil {
+			c.acl = append(c.acl, saslACL(o.sec.SASL.User))
+		}
 	}
 	// One shuffled order for both sessions (Connect's Init of the same
 	// servers keeps it).
@@ -401,14 +416,10 @@ func (c *Client) connectWhenWanted() {
 		close(c.authDone)
 		return
 	}
-	dialer := c.opts.dialer
-	if dialer == nil {
-		dialer = net.DialTimeout
-	}
 	conn, events, err := zk.Connect(c.servers, c.opts.sessionTimeout,
 		zk.WithLogger(zkLogger{c.logger}),
 		zk.WithLogInfo(false),
-		zk.WithDialer(zk.Dialer(bufferedDialer(c.zxidDialer(c.tracked(dialer))))), // zxidconn.go
+		zk.WithDialer(zk.Dialer(bufferedDialer(c.zxidDialer(c.tracked(c.secureDialer(c.rawDialer())))))), // zxidconn.go, security.go
 		zk.WithHostProvider(c.hp),
 		zk.WithEventCallback(func(ev zk.Event) {
 			if ev.Type != zk.EventSession {
@@ -566,6 +577,10 @@ func (c *Client) awaitSettled(ctx context.Context) error {
 	c.wantSession()
 	var never <-chan time.Time // the connect timeout, while no session ever came
 	for {
+		refusals := c.sec.Refusals()
+		if err := c.refusedByAll(); err != nil {
+			return err
+		}
 		c.mu.Lock()
 		down, up, had := c.down, c.up, c.sessions > 0
 		c.mu.Unlock()
@@ -577,6 +592,8 @@ func (c *Client) awaitSettled(ctx context.Context) error {
 			}
 			select {
 			case <-up:
+				continue
+			case <-refusals:
 				continue
 			case <-never:
 				return c.errNoServer()
@@ -603,6 +620,9 @@ func (c *Client) awaitSettled(ctx context.Context) error {
 // errNoServer is the error of a call that waited the connect timeout
 // while no server ever gave a session.
 func (c *Client) errNoServer() error {
+	if f := c.sec.Failure(); f != nil {
+		return &noServerError{fmt.Errorf("sd: no ZooKeeper server of %v gave a session within %v: %w", c.servers, c.opts.connectTimeout, f)}
+	}
 	return &noServerError{fmt.Errorf("sd: no ZooKeeper server of %v gave a session within %v: check the connect string and that the ensemble is up: %w",
 		c.servers, c.opts.connectTimeout, zk.ErrNoServer)}
 }
@@ -795,7 +815,7 @@ func (c *Client) createPath(ctx context.Context, full string, container bool, ca
 // cannot tighten an ACL it did not set (the node may be shared), so the
 // operator has to; see the README's security section.
 func (c *Client) checkParentACL(ctx context.Context, p string, call callFunc) {
-	if c.opts.user == "" || p == c.chroot || strings.HasPrefix(c.chroot, p+"/") {
+	if c.opts.user == "" && c.opts.sec.SASL == nil || p == c.chroot || strings.HasPrefix(c.chroot, p+"/") {
 		return
 	}
 	c.mu.Lock()
@@ -815,7 +835,7 @@ func (c *Client) checkParentACL(ctx context.Context, p string, call callFunc) {
 	for _, a := range acl {
 		if a.Scheme == "world" && a.Perms&(zk.PermCreate|zk.PermDelete) != 0 {
 			c.logger.Warn("a parent node lets anyone create or delete instances under it; set its ACL to the client's",
-				"path", p, "fix", fmt.Sprintf("setAcl %s world:anyone:r,digest:%s:<digest>:cdrwa", p, c.opts.user))
+				"path", p, "fix", c.parentACLFix(p))
 			return
 		}
 	}

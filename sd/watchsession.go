@@ -722,7 +722,7 @@ func (c *Client) dialWatch(ctx context.Context, addr string, sid int64, passwd [
 		auth = []zkwire.Auth{{Scheme: "digest", Data: []byte(c.opts.user + ":" + c.opts.password)}}
 	}
 	return zkwire.Dial(ctx, zkwire.Config{
-		Addr: addr, Dial: c.opts.dialer, SessionTimeout: c.opts.sessionTimeout, HandshakeTimeout: c.handshakeWait(),
+		Addr: addr, Dial: c.watchDialer(ctx), SessionTimeout: c.opts.sessionTimeout, HandshakeTimeout: c.handshakeWait(),
 		Auth: auth, Session: sid, Passwd: passwd, OnEvent: onEvent, LastZxid: lastZxid,
 	})
 }

@@ -38,8 +38,10 @@ type options struct {
 	startTimeout   time.Duration
 	jvmArgs        []string
 	maxCnxns       int
-	isolatable     bool   // peer links through the test process (lag.go)
-	cpus           string // taskset -c list for every member's JVM; "" leaves affinity alone
+	isolatable     bool              // peer links through the test process (lag.go)
+	cpus           string            // taskset -c list for every member's JVM; "" leaves affinity alone
+	pki            *PKI              // TLS (secure.go)
+	saslUsers      map[string]string // SASL (secure.go)
 }
 
 type optionFunc func(*options) error
@@ -180,6 +182,11 @@ func Start(dir string, opts ...Option) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.pki != nil {
+		if cp, err = nettyClasspath(cp); err != nil {
+			return nil, err
+		}
+	}
 	// A port reserved by FreePorts can be taken before the JVM binds it;
 	// such a start fails and is retried with new ports.
 	var lastErr error
@@ -194,7 +201,11 @@ func Start(dir string, opts ...Option) (*Cluster, error) {
 }
 
 func startOnce(dir, java, cp string, o options) (*Cluster, error) {
-	ports, err := FreePorts(3 * o.size)
+	per := 3
+	if o.pki != nil {
+		per = 4 // and secureClientPort
+	}
+	ports, err := FreePorts(per * o.size)
 	if err != nil {
 		return nil, err
 	}
@@ -202,9 +213,12 @@ func startOnce(dir, java, cp string, o options) (*Cluster, error) {
 	props := append(append([]string{}, o.jvmArgs...), fmt.Sprintf("-Dznode.container.checkIntervalMs=%d", o.containerCheck.Milliseconds()))
 	for i := range o.size {
 		s := &Server{
-			ID: i + 1, ClientPort: ports[3*i], peerPort: ports[3*i+1], electionPort: ports[3*i+2],
+			ID: i + 1, ClientPort: ports[per*i], peerPort: ports[per*i+1], electionPort: ports[per*i+2],
 			dir: filepath.Join(dir, fmt.Sprintf("srv%d", i+1)), java: java, classpath: cp, jvmProps: props,
 			cpus: o.cpus,
+		}
+		if o.pki != nil {
+			s.SecureClientPort = ports[per*i+3]
 		}
 		c.Servers = append(c.Servers, s)
 	}
@@ -242,6 +256,12 @@ func (c *Cluster) writeConfig(s *Server) error {
 	fmt.Fprintf(&b, "minSessionTimeout=%d\nmaxSessionTimeout=%d\n", 2*tick, 300*tick)
 	fmt.Fprintf(&b, "maxClientCnxns=%d\n", c.opts.maxCnxns)
 	b.WriteString("admin.enableServer=false\n4lw.commands.whitelist=*\n")
+	sec, props, err := c.secureConfig(s)
+	if err != nil {
+		return err
+	}
+	b.WriteString(sec)
+	s.jvmProps = append(append([]string{}, s.jvmProps...), props...)
 	if len(c.Servers) > 1 {
 		b.WriteString("standaloneEnabled=false\nreconfigEnabled=false\n")
 		for _, m := range c.Servers {
@@ -282,6 +302,10 @@ func (c *Cluster) WaitServing(timeout time.Duration) error {
 			}
 			if _, err := s.Mode(); err != nil {
 				notReady = fmt.Errorf("server %d (%s): %w", s.ID, s.Addr(), err)
+				break
+			}
+			if err := s.secureListening(); err != nil { // it binds after the plaintext port
+				notReady = fmt.Errorf("server %d (%s): %w", s.ID, s.SecureAddr(), err)
 				break
 			}
 		}

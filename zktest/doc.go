@@ -14,6 +14,12 @@
 // start a server behind the others from a copy of a member's data
 // (Cluster.CopyOf).
 //
+// Secured servers: TLS(pki) serves a TLS port beside the plaintext one
+// (Server.SecureAddr, Cluster.SecureConnectString) with a CA and
+// certificates NewPKI makes in the test, and client auth required;
+// SASL(users) requires every session to authenticate with SASL
+// DIGEST-MD5 as one of users.
+//
 // # One server per test binary
 //
 // Starting a JVM costs a second or more of CPU, which is most of what a

@@ -61,6 +61,8 @@ type Server struct {
 	ID int
 	// ClientPort is the loopback port clients connect to.
 	ClientPort int
+	// SecureClientPort is the TLS port (the TLS option), else 0.
+	SecureClientPort int
 
 	peerPort, electionPort int
 	dir                    string

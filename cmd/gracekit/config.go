@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gracekit/gracekit/internal/zkconn"
 	"github.com/gracekit/gracekit/sd"
 )
 
@@ -19,6 +20,14 @@ const (
 	envZKSessionTimeout = "GRACEKIT_ZK_SESSION_TIMEOUT"
 	envZKAuth           = "GRACEKIT_ZK_AUTH"
 	envBasePath         = "GRACEKIT_BASE_PATH"
+
+	envTLSCA         = "GRACEKIT_ZK_TLS_CA"
+	envTLSCert       = "GRACEKIT_ZK_TLS_CERT"
+	envTLSKey        = "GRACEKIT_ZK_TLS_KEY"
+	envTLSServerName = "GRACEKIT_ZK_TLS_SERVER_NAME"
+	envTLSMinVersion = "GRACEKIT_ZK_TLS_MIN_VERSION"
+	envSASLUser      = "GRACEKIT_ZK_SASL_USER"
+	envSASLPassword  = "GRACEKIT_ZK_SASL_PASSWORD"
 )
 
 // Node layouts, -layout. The library reads no variable for its layout (the
@@ -45,8 +54,9 @@ type config struct {
 	timeout        time.Duration
 	basePath       string
 	json           bool
-	codec          sd.Codec // the node layout, -layout
-	layout         string   // -layout's value
+	codec          sd.Codec      // the node layout, -layout
+	layout         string        // -layout's value
+	sec            *zkconn.Layer // TLS and SASL, -tls-* and -sasl-*
 }
 
 // commonFlags are the flags every command takes. A flag left unset takes
@@ -54,6 +64,9 @@ type config struct {
 type commonFlags struct {
 	zk, basePath, auth, output, layout string
 	timeout                            time.Duration
+
+	tlsCA, tlsCert, tlsKey, tlsServerName, tlsMinVersion string
+	saslUser, saslPassword                               string
 }
 
 func addCommonFlags(fs *flag.FlagSet) *commonFlags {
@@ -62,6 +75,13 @@ func addCommonFlags(fs *flag.FlagSet) *commonFlags {
 	fs.StringVar(&f.basePath, "base-path", "", "parent of service nodes (default $"+envBasePath+", else "+sd.DefaultBasePath+")")
 	fs.StringVar(&f.auth, "auth", "", "digest credentials user:password (default $"+envZKAuth+")")
 	fs.DurationVar(&f.timeout, "timeout", 0, fmt.Sprintf("session timeout, also the bound on connecting (default $%s, else %v)", envZKSessionTimeout, sd.DefaultSessionTimeout))
+	fs.StringVar(&f.tlsCA, "tls-ca", "", "PEM bundle of the CAs of the servers' certificates: connect with TLS, to the servers' secureClientPort (default $"+envTLSCA+")")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "PEM client certificate, for ssl.clientAuth=need (default $"+envTLSCert+")")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM key of -tls-cert (default $"+envTLSKey+")")
+	fs.StringVar(&f.tlsServerName, "tls-server-name", "", "name checked against the servers' certificates (default $"+envTLSServerName+", else each server's host)")
+	fs.StringVar(&f.tlsMinVersion, "tls-min-version", "", "lowest TLS version, 1.2 or 1.3 (default $"+envTLSMinVersion+", else 1.2)")
+	fs.StringVar(&f.saslUser, "sasl-user", "", "SASL DIGEST-MD5 user of the servers' JAAS Server section (default $"+envSASLUser+")")
+	fs.StringVar(&f.saslPassword, "sasl-password", "", "its password; prefer $"+envSASLPassword+", which other users of the machine cannot read in the process list")
 	fs.StringVar(&f.output, "o", "text", "output format: text or json")
 	fs.StringVar(&f.layout, "layout", layoutAuto, "node layout: auto (Curator JSON and go-kit nodes, each read as what it is), curator (Curator x-discovery JSON, Spring's, only), gokit (go-kit sd/zk nodes, sd.GoKitCodec), mixed (both, sd.MixedCodec) or plain (data-less /<base>/<service>/<host:port> nodes, sd.PlainCodec)")
 	return f
@@ -131,6 +151,10 @@ func (f *commonFlags) resolve(fs *flag.FlagSet) (config, error) {
 		c.user, c.password = u, p
 	}
 
+	if c.sec, err = f.security(pick); err != nil {
+		return c, err
+	}
+
 	c.basePath = pick("base-path", f.basePath, envBasePath)
 	if c.basePath == "" {
 		c.basePath = sd.DefaultBasePath
@@ -162,4 +186,34 @@ func parseCommand(fs *flag.FlagSet, f *commonFlags, args []string, min, max int)
 	}
 	c, err := f.resolve(fs)
 	return pos, c, err
+}
+
+// security reads the -tls-* and -sasl-* flags and their variables, and
+// checks the files now: a missing or malformed one is a usage error that
+// names it.
+func (f *commonFlags) security(pick func(flagName, flagValue, env string) string) (*zkconn.Layer, error) {
+	var sec zkconn.Security
+	ca, cert, key := pick("tls-ca", f.tlsCA, envTLSCA), pick("tls-cert", f.tlsCert, envTLSCert), pick("tls-key", f.tlsKey, envTLSKey)
+	name, minV := pick("tls-server-name", f.tlsServerName, envTLSServerName), pick("tls-min-version", f.tlsMinVersion, envTLSMinVersion)
+	if ca != "" || cert != "" || key != "" || name != "" || minV != "" {
+		v, err := zkconn.ParseVersion(minV)
+		if err != nil {
+			return nil, &usageError{fmt.Sprintf("-tls-min-version / %s %q: want 1.2 or 1.3", envTLSMinVersion, minV)}
+		}
+		sec.TLS = &zkconn.TLS{CAFile: ca, CertFile: cert, KeyFile: key, ServerName: name, MinVersion: v}
+	}
+	user, password := pick("sasl-user", f.saslUser, envSASLUser), pick("sasl-password", f.saslPassword, envSASLPassword)
+	switch {
+	case user != "" && password == "":
+		return nil, &usageError{fmt.Sprintf("-sasl-user %q without a password: set %s (or -sasl-password)", user, envSASLPassword)}
+	case user == "" && password != "":
+		return nil, &usageError{"a SASL password without a user: set -sasl-user or " + envSASLUser}
+	case user != "":
+		sec.SASL = &zkconn.SASL{User: user, Password: zkconn.Secret(password)}
+	}
+	l, err := zkconn.New(sec)
+	if err != nil {
+		return nil, &usageError{strings.Replace(err.Error(), "zkconn: ", "", 1)}
+	}
+	return l, nil
 }

@@ -19,6 +19,13 @@ func TestEnvNamesAreTheLibrarys(t *testing.T) {
 		{envZKServers, fxmodule.EnvZKServers},
 		{envZKSessionTimeout, fxmodule.EnvZKSessionTimeout},
 		{envZKAuth, fxmodule.EnvZKAuth},
+		{envTLSCA, fxmodule.EnvZKTLSCA},
+		{envTLSCert, fxmodule.EnvZKTLSCert},
+		{envTLSKey, fxmodule.EnvZKTLSKey},
+		{envTLSServerName, fxmodule.EnvZKTLSServerName},
+		{envTLSMinVersion, fxmodule.EnvZKTLSMinVersion},
+		{envSASLUser, fxmodule.EnvZKSASLUser},
+		{envSASLPassword, fxmodule.EnvZKSASLPassword},
 		{envBasePath, fxmodule.EnvBasePath},
 	}
 	for _, tt := range tests {

@@ -85,6 +85,16 @@ common flags (each defaults to the library's environment variable):
                      what it is), Curator JSON only, go-kit sd/zk nodes, both (a migration),
                      or data-less host:port nodes
   -o text|json       output format (default text); json is the stable form for scripts
+  -tls-ca string     PEM CA bundle of the servers' certificates: TLS to the secureClientPort ($GRACEKIT_ZK_TLS_CA)
+  -tls-cert string   PEM client certificate, for ssl.clientAuth=need ($GRACEKIT_ZK_TLS_CERT)
+  -tls-key string    PEM key of -tls-cert ($GRACEKIT_ZK_TLS_KEY)
+  -tls-server-name string
+                     name checked against the servers' certificates ($GRACEKIT_ZK_TLS_SERVER_NAME, default each server's host)
+  -tls-min-version 1.2|1.3
+                     lowest TLS version ($GRACEKIT_ZK_TLS_MIN_VERSION, default 1.2)
+  -sasl-user string  SASL DIGEST-MD5 user of the servers' JAAS Server section ($GRACEKIT_ZK_SASL_USER)
+  -sasl-password string
+                     its password; prefer $GRACEKIT_ZK_SASL_PASSWORD (a flag shows in the process list)
 
 what a drain reaches, by layout:
   Curator JSON (gracekit, Curator, Spring nodes): every gracekit, Curator and Spring reader,

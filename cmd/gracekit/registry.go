@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/gracekit/gracekit/internal/zkconn"
 	"github.com/gracekit/gracekit/sd"
 )
 
@@ -58,7 +59,12 @@ func dial(ctx context.Context, cfg config, oneShot bool) (*registry, context.Con
 	if codec == nil {
 		codec = sd.CuratorCodec{}
 	}
-	r := &registry{chroot: cfg.chroot, base: cfg.basePath, codec: codec, socks: newSockets(dialer, cfg.servers), drained: make(chan struct{})}
+	sec := cfg.sec
+	if sec == nil {
+		sec, _ = zkconn.New(zkconn.Security{}) // plaintext cannot fail
+	}
+	d := zk.Dialer(sec.Wrap(zkconn.DialFunc(dialer))) // TLS and SASL, as sd's Client dials
+	r := &registry{chroot: cfg.chroot, base: cfg.basePath, codec: codec, socks: newSockets(d, cfg.servers), drained: make(chan struct{})}
 	ready := make(chan struct{})
 	authFailed := make(chan struct{})
 	var readyOnce, failOnce sync.Once
@@ -73,7 +79,11 @@ func dial(ctx context.Context, cfg config, oneShot bool) (*registry, context.Con
 				failOnce.Do(func() { close(authFailed) })
 			case zk.StateDisconnected, zk.StateExpired:
 				if had.Load() && oneShot {
-					cancel(errSessionLost)
+					if f := sec.Failure(); f != nil {
+						cancel(fmt.Errorf("gracekit: %w", f)) // a server that wants SASL ended it
+					} else {
+						cancel(errSessionLost)
+					}
 				}
 			}
 		}
@@ -110,7 +120,14 @@ func dial(ctx context.Context, cfg config, oneShot bool) (*registry, context.Con
 	t := time.NewTimer(cfg.timeout)
 	defer t.Stop()
 	for got := false; err == nil && (!got || authPending); {
+		refusals := sec.Refusals()
+		if f := sec.Failure(); f != nil && sec.AllHeld(r.socks.wanted()) {
+			// Every server refused a setting: waiting will not change it.
+			err = fmt.Errorf("gracekit: %w", f)
+			break
+		}
 		select {
+		case <-refusals:
 		case <-ready:
 			got, ready = true, nil
 		case aerr := <-authDone:
@@ -204,6 +221,17 @@ func newSockets(dial zk.Dialer, servers []string) *sockets {
 		}
 	}
 	return s
+}
+
+// wanted lists the addresses go-zookeeper dials.
+func (s *sockets) wanted() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.want))
+	for a := range s.want {
+		out = append(out, a)
+	}
+	return out
 }
 
 // tried lists the addresses that refused, sorted.

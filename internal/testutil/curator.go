@@ -17,6 +17,10 @@ import (
 	"github.com/gracekit/gracekit/zktest"
 )
 
+// debianNetty is what ZooKeeper's Netty client socket needs beside Debian's
+// zookeeper.jar (see zktest's TLS).
+var debianNetty = []string{"/usr/share/java/netty-codec.jar", "/usr/share/java/netty-resolver.jar"}
+
 // curatorJar is Debian's Curator x-discovery jar; its manifest's
 // Class-Path names the rest of Curator, Jackson and Guava.
 const curatorJar = "/usr/share/java/curator-x-discovery.jar"
@@ -32,9 +36,10 @@ type Curator struct {
 	cmd *exec.Cmd
 }
 
-// NewCurator starts the client against connect. It fails the test, with
-// the install command, when Curator or Java is missing.
-func NewCurator(tb testing.TB, connect string) *Curator {
+// NewCurator starts the client against connect, with jvmProps (such as
+// -Dzookeeper.client.secure=true) before its class. It fails the test,
+// with the install command, when Curator or Java is missing.
+func NewCurator(tb testing.TB, connect string, jvmProps ...string) *Curator {
 	tb.Helper()
 	java, zkcp, err := zktest.Runtime()
 	if err != nil {
@@ -49,7 +54,14 @@ func NewCurator(tb testing.TB, connect string) *Curator {
 	}
 	_, file, _, _ := runtime.Caller(0)
 	src := filepath.Join(filepath.Dir(file), "curator", "ListInstances.java")
-	c := &Curator{cmd: exec.Command(java, "-XX:TieredStopAtLevel=1", "-cp", cp+string(os.PathListSeparator)+zkcp, src, connect)}
+	cp += string(os.PathListSeparator) + zkcp
+	for _, jar := range debianNetty { // the Netty client socket (TLS) needs them; Debian's manifest leaves them out
+		if _, err := os.Stat(jar); err == nil {
+			cp += string(os.PathListSeparator) + jar
+		}
+	}
+	args := append(append([]string{"-XX:TieredStopAtLevel=1"}, jvmProps...), "-cp", cp, src, connect)
+	c := &Curator{cmd: exec.Command(java, args...)}
 	c.cmd.Stderr = io.Discard // SLF4J's "no binding" notice
 	if c.in, err = c.cmd.StdinPipe(); err != nil {
 		tb.Fatal(err)
