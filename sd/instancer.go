@@ -288,9 +288,17 @@ func NewInstancerContext(ctx context.Context, c *Client, service string, opts ..
 	defer never.Stop()
 	var noServer error
 	for waiting := true; waiting; {
+		// Every server refusing the client's TLS or SASL settings ends the
+		// load at once, as it ends every call (Client.awaitSettled).
+		refusals := c.sec.Refusals()
+		if err := c.refusedByAll(); err != nil {
+			in.Stop()
+			return nil, fmt.Errorf("sd: first load of service %q from %s: %w", service, in.dir, err)
+		}
 		select {
 		case <-in.loaded:
 			return in, nil
+		case <-refusals:
 		case <-ctx.Done():
 			waiting = false
 		case <-c.Done():
