@@ -206,6 +206,7 @@ type recorder struct {
 
 	mu     sync.Mutex
 	states []resolver.State
+	at     []time.Time // when each state came
 	errs   []error
 }
 
@@ -213,6 +214,7 @@ func (r *recorder) UpdateState(s resolver.State) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.states = append(r.states, s)
+	r.at = append(r.at, time.Now())
 	if len(s.Endpoints) == 0 {
 		return balancer.ErrBadResolverState
 	}
@@ -230,6 +232,13 @@ func (r *recorder) snapshot() ([]resolver.State, []error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.states), slices.Clone(r.errs)
+}
+
+// stateAt is when state i came.
+func (r *recorder) stateAt(i int) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.at[i]
 }
 
 // ids is the instance ids of the last state, sorted; ok is false before the first.
