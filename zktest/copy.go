@@ -48,7 +48,7 @@ func (c *Cluster) copyOf(dir string, s *Server) (*Cluster, error) {
 		dir: filepath.Join(dir, "srv1"), java: s.java, classpath: s.classpath, jvmProps: s.jvmProps, cpus: s.cpus,
 	}
 	if c.opts.pki != nil {
-		srv.SecureClientPort = ports[3]
+		srv.SecureClientPort, srv.pki = ports[3], c.opts.pki
 	}
 	cp.Servers = []*Server{srv}
 	if err := cp.writeConfig(srv); err != nil {

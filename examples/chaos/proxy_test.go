@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -293,14 +294,16 @@ func TestProxyLosesAReplyAndGoesSilent(t *testing.T) {
 
 // Over TLS (-zk-tls) the proxy terminates TLS both ways and still reads
 // the frames: a client with the PKI's certificate gets a session through
-// it, a plaintext one does not, a reply is lost, and the recorder expires
-// the session on the member's secureClientPort.
+// it, a plaintext one does not, a reply is lost, the member lists the
+// session (expireAll's check), and the recorder expires it on the
+// member's secureClientPort.
 func TestProxyOverTLSReadsFramesAndExpiresSessions(t *testing.T) {
 	sec, err := newZKSecurity(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	member := zktest.New(t, zktest.TLS(sec.pki)).Servers[0].SecureAddr()
+	srv := zktest.New(t, zktest.TLS(sec.pki)).Servers[0]
+	member := srv.SecureAddr()
 	p, err := newZKProxy([]string{member}, &proxyTLS{server: sec.server, dial: sec.dial})
 	if err != nil {
 		t.Fatal(err)
@@ -352,6 +355,15 @@ func TestProxyOverTLSReadsFramesAndExpiresSessions(t *testing.T) {
 	p.Heal()
 
 	id := conn.SessionID()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) { // reconnected after the cut
+		live, err := srv.Sessions()
+		if err == nil && slices.Contains(live, id) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the member lists sessions %x (%v), want 0x%x among them", live, err, id)
+		}
+	}
 	if err := p.Expire(member, id); err != nil {
 		t.Fatalf("expire 0x%x over TLS: %v", id, err)
 	}
