@@ -93,6 +93,8 @@
 //	-seeds n, -seed s robustness mode: n random seeds, or seed s
 //	-rounds 5         robustness mode: rounds per schedule
 //	-broken           robustness mode: add a consumer that ignores deletions (the run must fail)
+//	-zk-tls           the ensemble requires TLS with a client certificate; every
+//	                  connection to it is TLS, the proxies terminate it (tls.go)
 package main
 
 import (
