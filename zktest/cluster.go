@@ -218,7 +218,7 @@ func startOnce(dir, java, cp string, o options) (*Cluster, error) {
 			cpus: o.cpus,
 		}
 		if o.pki != nil {
-			s.SecureClientPort = ports[per*i+3]
+			s.SecureClientPort, s.pki = ports[per*i+3], o.pki
 		}
 		c.Servers = append(c.Servers, s)
 	}

@@ -32,7 +32,11 @@ func (c *Cluster) CopyOf(tb testing.TB, s *Server) *Cluster {
 }
 
 func (c *Cluster) copyOf(dir string, s *Server) (*Cluster, error) {
-	ports, err := FreePorts(3)
+	per := 3
+	if c.opts.pki != nil {
+		per = 4 // and secureClientPort, as its source has
+	}
+	ports, err := FreePorts(per)
 	if err != nil {
 		return nil, err
 	}
@@ -42,6 +46,9 @@ func (c *Cluster) copyOf(dir string, s *Server) (*Cluster, error) {
 	srv := &Server{
 		ID: 1, ClientPort: ports[0], peerPort: ports[1], electionPort: ports[2],
 		dir: filepath.Join(dir, "srv1"), java: s.java, classpath: s.classpath, jvmProps: s.jvmProps, cpus: s.cpus,
+	}
+	if c.opts.pki != nil {
+		srv.SecureClientPort, srv.pki = ports[3], c.opts.pki
 	}
 	cp.Servers = []*Server{srv}
 	if err := cp.writeConfig(srv); err != nil {

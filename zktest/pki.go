@@ -4,10 +4,12 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"os"
@@ -147,4 +149,31 @@ func (p *PKI) issue(cn string, notAfter time.Time, usage ...x509.ExtKeyUsage) (c
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), nil
+}
+
+// fourLetter sends cmd to a TLS port with the client certificate and
+// returns the answer, as fourLetter does on a plaintext one.
+func (p *PKI) fourLetter(addr, cmd string, timeout time.Duration) (string, error) {
+	ca, err := os.ReadFile(p.CAFile)
+	if err != nil {
+		return "", err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	pair, err := tls.LoadX509KeyPair(p.ClientCert, p.ClientKey)
+	if err != nil {
+		return "", err
+	}
+	raw, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return "", err
+	}
+	conn := tls.Client(raw, &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, ServerName: "127.0.0.1"})
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(timeout))
+	if _, err := conn.Write([]byte(cmd)); err != nil {
+		return "", err
+	}
+	b, _ := io.ReadAll(conn) // the server closes after its answer
+	return string(b), nil
 }

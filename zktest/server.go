@@ -69,6 +69,7 @@ type Server struct {
 	java, classpath        string
 	jvmProps               []string
 	cpus                   string // taskset -c list, "" for no pinning
+	pki                    *PKI   // the TLS option's, for four-letter words on SecureClientPort
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -173,11 +174,19 @@ func (s *Server) Mode() (string, error) {
 }
 
 // Sessions lists the ids of the sessions connected to the server now, read
-// with the cons four-letter word.
+// with the cons four-letter word: on both ports with the TLS option, whose
+// connection factory answers for its own connections only.
 func (s *Server) Sessions() ([]int64, error) {
 	out, err := fourLetter(s.Addr(), "cons", time.Second)
 	if err != nil {
 		return nil, err
+	}
+	if s.SecureClientPort != 0 && s.pki != nil {
+		sec, err := s.pki.fourLetter(s.SecureAddr(), "cons", time.Second)
+		if err != nil {
+			return nil, err
+		}
+		out += sec
 	}
 	var ids []int64
 	for rest := out; ; {

@@ -20,6 +20,7 @@ import (
 // same id and password and closes it; that is the only way to force it
 // from outside, and the password is not exported by the client.
 type SessionRecorder struct {
+	dial     func(network, address string, timeout time.Duration) (net.Conn, error)
 	mu       sync.Mutex
 	passwd   map[int64][]byte
 	lastID   int64
@@ -28,12 +29,19 @@ type SessionRecorder struct {
 
 // NewSessionRecorder returns an empty recorder.
 func NewSessionRecorder() *SessionRecorder {
-	return &SessionRecorder{passwd: map[int64][]byte{}}
+	return NewSessionRecorderDialer(net.DialTimeout)
+}
+
+// NewSessionRecorderDialer returns an empty recorder whose Dial and Expire
+// connect with dial: a TLS dialer, say, for a server's SecureAddr (the
+// TLS option). The handshake is read above dial, in clear.
+func NewSessionRecorderDialer(dial func(network, address string, timeout time.Duration) (net.Conn, error)) *SessionRecorder {
+	return &SessionRecorder{dial: dial, passwd: map[int64][]byte{}}
 }
 
 // Dial has the shape of zk.Dialer.
 func (r *SessionRecorder) Dial(network, address string, timeout time.Duration) (net.Conn, error) {
-	c, err := net.DialTimeout(network, address, timeout)
+	c, err := r.dial(network, address, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +78,7 @@ func (r *SessionRecorder) Expire(addr string, id int64) error {
 		return fmt.Errorf("zktest: no handshake recorded for session 0x%x", id)
 	}
 	for try := range 20 {
-		closed, err := attachAndClose(addr, id, passwd)
+		closed, err := r.attachAndClose(addr, id, passwd)
 		switch {
 		case errors.Is(err, errGone) && try == 0:
 			return fmt.Errorf("zktest: session 0x%x is already gone", id)
@@ -90,8 +98,8 @@ var errGone = errors.New("zktest: no such session")
 
 // attachAndClose attaches to session id and closes it; closed tells that
 // the server answered the close (errGone: it did not know the session).
-func attachAndClose(addr string, id int64, passwd []byte) (closed bool, err error) {
-	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
+func (r *SessionRecorder) attachAndClose(addr string, id int64, passwd []byte) (closed bool, err error) {
+	conn, err := r.dial("tcp", addr, 2*time.Second)
 	if err != nil {
 		return false, err
 	}

@@ -23,7 +23,8 @@
 // cachedgw_retries_total by route; cachedgw_cache_reads_total by reason,
 // cachedgw_flushes_total by result, cachedgw_instances).
 //
-// Environment: GRACEKIT_ZK_SERVERS, GRACEKIT_BASE_PATH, GRACEKIT_PORT,
+// Environment: GRACEKIT_ZK_SERVERS, GRACEKIT_ZK_TLS_* (a secureClientPort;
+// no SASL), GRACEKIT_BASE_PATH, GRACEKIT_PORT,
 // GATEWAY_UPSTREAM (default quote), GATEWAY_LOOPBACK_ONLY (1: instances
 // whose address is not a loopback IP are left out), CACHE_TTL (a Go
 // duration). It stops on SIGTERM or SIGINT; a second one kills it.
@@ -35,6 +36,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -46,6 +48,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/gracekit/gracekit/examples/internal/gwrun"
+	"github.com/gracekit/gracekit/examples/internal/zktls"
 	"github.com/gracekit/gracekit/fxmodule"
 	"github.com/gracekit/gracekit/sd"
 )
@@ -92,7 +95,11 @@ func run() error {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 
-	conn, events, err := zk.Connect(servers, 10*time.Second, zk.WithLogger(nopLogger{}))
+	dial, err := dialer()
+	if err != nil {
+		return err
+	}
+	conn, events, err := zk.Connect(servers, 10*time.Second, zk.WithLogger(nopLogger{}), zk.WithDialer(dial))
 	if err != nil {
 		return err
 	}
@@ -117,6 +124,22 @@ func run() error {
 	}
 	log.Info("serving", "port", port, "path", chroot+basePath+"/"+upstream, "ttl", ttl, "loopback_only", loopbackOnly)
 	return served.Wait(sigs, log)
+}
+
+// dialer is go-zookeeper's default, net.DialTimeout, or with
+// GRACEKIT_ZK_TLS_* a TLS one: Spring Cloud Zookeeper's client is set up
+// for a secureClientPort by system properties (docs/SECURITY.md), this
+// stand-in by gracekit's variables.
+func dialer() (zktls.DialFunc, error) {
+	cfg, err := fxmodule.ConfigFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	t, err := zktls.FromConfig(cfg)
+	if err != nil || t == nil {
+		return net.DialTimeout, err
+	}
+	return zktls.Wrap(*t, net.DialTimeout)
 }
 
 type nopLogger struct{}

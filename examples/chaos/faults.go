@@ -279,7 +279,7 @@ func (d *driver) faultSession(ctx context.Context, phs []*phase) error {
 		if ids[i], err = d.reader.owner(d.nodePaths(g)[target.id]); err != nil {
 			return err
 		}
-		if err := target.proxy.Expire(m.Addr(), ids[i]); err != nil {
+		if err := target.proxy.Expire(d.memberAddr(m), ids[i]); err != nil {
 			return fmt.Errorf("%s: %w", target.id, err)
 		}
 	}
@@ -550,7 +550,7 @@ func (d *driver) faultDrainExpire(ctx context.Context, rs *robustState, st step)
 		if _, stat, err := d.reader.conn.Exists(path); err == nil && stat != nil {
 			before = stat.Czxid
 		}
-		return p.proxy.Expire(m.Addr(), owner)
+		return p.proxy.Expire(d.memberAddr(m), owner)
 	})
 	if err == nil {
 		_, err = d.reRegistered(ctx, g, p, map[string]int64{p.id: before})
@@ -576,7 +576,7 @@ const operatorDelay = 150 * time.Millisecond
 func (d *driver) faultMinUp(ctx context.Context, rs *robustState, st step) error {
 	g := d.groups[st.Group%len(d.groups)]
 	minUp := len(g.providers) - 1
-	px, err := newZKProxy(d.cluster.Addrs())
+	px, err := d.newProxy()
 	if err != nil {
 		return err
 	}
@@ -680,6 +680,9 @@ func (d *driver) gracekit(ctx context.Context, px *zkProxy, args ...string) (int
 	defer cancel()
 	full := append([]string{args[0], "-zk", px.ConnectString(), "-base-path", d.basePath, "-timeout", robustTimeout.String()}, args[1:]...)
 	cmd := exec.CommandContext(ctx, d.bins[cliName], full...)
+	if d.sec != nil {
+		cmd.Env = drive.ChildEnv(os.Environ(), d.sec.vars) // as an operator would set them
+	}
 	out, err := cmd.CombinedOutput()
 	if err == nil {
 		return 0, strings.TrimSpace(string(out)), nil
@@ -733,7 +736,7 @@ func (d *driver) faultStale(ctx context.Context, rs *robustState, st step, round
 		t := rs.targets[(st.Slot+i)%len(rs.targets)]
 		names = append(names, t.name)
 		pxs = append(pxs, t.proxy)
-		t.proxy.Redirect(cp.Addrs()[0])
+		t.proxy.Redirect(d.memberAddr(cp.Servers[0]))
 	}
 	logf("stale: %s reach only a server from a copy taken before %s was made", strings.Join(names, ", "), reg.Path())
 	err = drive.SleepCtx(ctx, st.For)

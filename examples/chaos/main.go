@@ -93,6 +93,8 @@
 //	-seeds n, -seed s robustness mode: n random seeds, or seed s
 //	-rounds 5         robustness mode: rounds per schedule
 //	-broken           robustness mode: add a consumer that ignores deletions (the run must fail)
+//	-zk-tls           the ensemble requires TLS with a client certificate; every
+//	                  connection to it is TLS, the proxies terminate it (tls.go)
 package main
 
 import (
@@ -156,6 +158,7 @@ type config struct {
 	reqTimeout   time.Duration
 	binDir       string
 	keep         bool
+	zkTLS        bool // the ensemble requires TLS with a client certificate (tls.go)
 
 	// Robustness mode (robust.go): seeded random fault schedules.
 	seeds  int   // -seeds n: n schedules of random seeds
@@ -187,6 +190,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.ensembleDown, "ensemble-down", 30*time.Second, "how long the whole ensemble stays down")
 	fs.DurationVar(&c.partition, "partition", 20*time.Second, "how long one provider is cut off from ZooKeeper")
 	fs.StringVar(&c.binDir, "bindir", "", "use the provider, gateway and gracekit (CLI) binaries in this directory instead of building them")
+	fs.BoolVar(&c.zkTLS, "zk-tls", false, "the ensemble requires TLS with a client certificate, and every connection to it is TLS (the proxies terminate it, so every fault applies)")
 	fs.BoolVar(&c.keep, "keep", false, "keep the temporary directory (binaries, logs, ZooKeeper data) even on success")
 	fs.IntVar(&c.seeds, "seeds", 0, "robustness mode: run this many seeded random fault schedules (make chaos CHAOS_SEEDS=n)")
 	seed := fs.String("seed", "", "robustness mode: replay the schedule of this seed (make chaos CHAOS_SEED=s)")
@@ -384,6 +388,7 @@ type driver struct {
 	cluster *zktest.Cluster
 	reader  *zkReader
 	rob     *robustState // robustness mode; nil for the fixed matrix
+	sec     *zkSecurity  // -zk-tls (tls.go); nil for plaintext
 
 	bins   map[string]string
 	groups []*group
@@ -519,7 +524,7 @@ func (d *driver) run(ctx context.Context) ([]groupResult, error) {
 		return nil, err
 	}
 	logf("starting a 3-member ZooKeeper ensemble (zktest)")
-	c, err := zktest.Start(filepath.Join(d.tmp, "zookeeper"), zktest.Size(3))
+	c, err := d.startEnsemble(zktest.Size(3))
 	if err != nil {
 		return nil, fmt.Errorf("start ZooKeeper: %w", err)
 	}
@@ -529,8 +534,8 @@ func (d *driver) run(ctx context.Context) ([]groupResult, error) {
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	logf("ensemble serves at %s", c.ConnectString())
-	r, err := dialZK(c.Addrs())
+	logf("ensemble serves at %s", strings.Join(d.memberAddrs(c), ","))
+	r, err := dialZK(d.memberAddrs(c), d.zkDialer())
 	if err != nil {
 		return nil, err
 	}
@@ -691,7 +696,7 @@ func (d *driver) newGroup(transport string) (*group, error) {
 	}
 	if d.rob != nil { // the faults cut gateways off too
 		for _, gw := range g.gateways {
-			px, err := newZKProxy(d.cluster.Addrs())
+			px, err := d.newProxy()
 			if err != nil {
 				return nil, err
 			}
@@ -699,7 +704,7 @@ func (d *driver) newGroup(transport string) (*group, error) {
 		}
 	}
 	for i := 1; i <= nProviders; i++ {
-		px, err := newZKProxy(d.cluster.Addrs())
+		px, err := d.newProxy()
 		if err != nil {
 			return nil, err
 		}
@@ -726,7 +731,7 @@ func (d *driver) startAll(ctx context.Context) error {
 	}
 	for _, g := range d.groups {
 		for _, in := range slices.Concat(g.gateways, g.providers) {
-			zkServers := d.cluster.ConnectString()
+			zkServers := strings.Join(d.memberAddrs(d.cluster), ",")
 			if in.proxy != nil {
 				zkServers = in.proxy.ConnectString()
 			} else if in.gwProxy != nil {
@@ -740,6 +745,7 @@ func (d *driver) startAll(ctx context.Context) error {
 				"GRACEKIT_ADDRESS":      "127.0.0.1",
 				"GRACEKIT_FLUSH_SECRET": d.secret,
 			}
+			d.tlsEnv(in.vars)
 			if in.proxy == nil { // a gateway
 				in.vars["GATEWAY_UPSTREAM"] = g.providers[0].service
 				in.vars["GATEWAY_LOOPBACK_ONLY"] = "1"

@@ -424,6 +424,9 @@ func runMutantSeed(ctx context.Context, dir string, m mutant, seed int64, cfg co
 	defer f.Close()
 	args := []string{"-bindir", dir, "-seed", strconv.FormatInt(seed, 10), "-rounds", strconv.Itoa(mutantRounds), "-bias", m.name,
 		"-transport", strings.Join(cfg.transports, ",")}
+	if cfg.zkTLS {
+		args = append(args, "-zk-tls") // each mutant caught over TLS too
+	}
 	cmd := exec.CommandContext(ctx, filepath.Join(dir, "chaos"), args...)
 	cmd.Stderr = f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

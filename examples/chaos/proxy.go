@@ -1,12 +1,14 @@
 package main
 
 import (
+	"crypto/tls"
 	"io"
 	"net"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/gracekit/gracekit/examples/internal/zktls"
 	"github.com/gracekit/gracekit/zktest"
 )
 
@@ -21,8 +23,14 @@ import (
 // connection and refuses new ones until Heal, as a network partition of
 // that one provider would. (zktest.Partition is a dialer of its own and
 // cannot wrap the recorder's; the proxy does the same cut itself.)
+//
+// Over TLS (-zk-tls, proxyTLS) it terminates TLS both ways, as a sidecar
+// holding the PKI would: so that it can read the frames, it serves its
+// clients with the servers' certificate, requiring a client certificate,
+// and dials the members' secureClientPorts with the client one.
 type zkProxy struct {
 	rec       *zktest.SessionRecorder
+	tls       *tls.Config // the listeners' side; nil for plaintext
 	lns       []net.Listener
 	upstreams []string
 
@@ -41,9 +49,21 @@ type zkProxy struct {
 	closeOnce sync.Once
 }
 
-// newZKProxy listens on a loopback port per upstream and forwards to it.
-func newZKProxy(upstreams []string) (*zkProxy, error) {
-	p := &zkProxy{rec: zktest.NewSessionRecorder(), upstreams: upstreams, conns: map[net.Conn]struct{}{},
+// proxyTLS is a proxy's TLS: its listeners' and its dialer to the members.
+type proxyTLS struct {
+	server *tls.Config
+	dial   zktls.DialFunc
+}
+
+// newZKProxy listens on a loopback port per upstream and forwards to it,
+// over TLS both ways when sec is not nil.
+func newZKProxy(upstreams []string, sec *proxyTLS) (*zkProxy, error) {
+	rec := zktest.NewSessionRecorder()
+	var server *tls.Config
+	if sec != nil {
+		rec, server = zktest.NewSessionRecorderDialer(sec.dial), sec.server
+	}
+	p := &zkProxy{rec: rec, tls: server, upstreams: upstreams, conns: map[net.Conn]struct{}{},
 		holed: map[net.Conn]struct{}{}, sessions: map[int64]bool{}}
 	for _, up := range upstreams {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -126,12 +146,18 @@ func (p *zkProxy) forward(down net.Conn, upstream string) {
 		p.untrack(down, up)
 		return
 	}
+	raw := down
+	if p.tls != nil {
+		// The handshake runs at the first read, once the member answered
+		// (as a member down closes the connection before anything).
+		down = tls.Server(raw, p.tls)
+	}
 	done := make(chan struct{}, 2)
 	lc := &lossConn{xids: map[int32]taken{}}
 	go func() { p.pipe(up, down, false, lc); done <- struct{}{} }()
 	go func() { p.pipe(down, up, true, lc); done <- struct{}{} }()
 	<-done // either side ended: end both
-	p.untrack(down, up)
+	p.untrack(raw, down, up)
 	<-done
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -51,7 +52,7 @@ func roundTrip(c net.Conn, msg string) (string, error) {
 }
 
 func TestProxyForwardsCutsAndHeals(t *testing.T) {
-	p, err := newZKProxy([]string{echoServer(t)})
+	p, err := newZKProxy([]string{echoServer(t)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +99,7 @@ func TestProxyClosesTheClientWhenTheMemberIsDown(t *testing.T) {
 	}
 	down := ln.Addr().String()
 	ln.Close() // nothing listens there now
-	p, err := newZKProxy([]string{down})
+	p, err := newZKProxy([]string{down}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +115,7 @@ func TestProxyClosesTheClientWhenTheMemberIsDown(t *testing.T) {
 }
 
 func TestProxyExpireWithoutSessionFails(t *testing.T) {
-	p, err := newZKProxy([]string{echoServer(t)})
+	p, err := newZKProxy([]string{echoServer(t)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +127,7 @@ func TestProxyExpireWithoutSessionFails(t *testing.T) {
 }
 
 func TestProxyBlackholeDropsBytesAndTheHealClosesWhatWasOpen(t *testing.T) {
-	p, err := newZKProxy([]string{echoServer(t)})
+	p, err := newZKProxy([]string{echoServer(t)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +176,7 @@ func TestProxyBlackholeDropsBytesAndTheHealClosesWhatWasOpen(t *testing.T) {
 // A delayed proxy forwards every byte, in order, d after it came each
 // way: a round trip takes at least 2d.
 func TestProxyDelayIsARoundTripOfTwice(t *testing.T) {
-	p, err := newZKProxy([]string{echoServer(t)})
+	p, err := newZKProxy([]string{echoServer(t)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +205,7 @@ func TestProxyDelayIsARoundTripOfTwice(t *testing.T) {
 func lostReplyConn(t *testing.T) (*zkProxy, *zk.Conn) {
 	t.Helper()
 	srv := zktest.New(t)
-	p, err := newZKProxy([]string{srv.ConnectString()})
+	p, err := newZKProxy([]string{srv.ConnectString()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,5 +289,92 @@ func TestProxyLosesAReplyAndGoesSilent(t *testing.T) {
 			t.Fatalf("exists after the reconnect: %v", err)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Over TLS (-zk-tls) the proxy terminates TLS both ways and still reads
+// the frames: a client with the PKI's certificate gets a session through
+// it, a plaintext one does not, a reply is lost, the member lists the
+// session (expireAll's check), and the recorder expires it on the
+// member's secureClientPort.
+func TestProxyOverTLSReadsFramesAndExpiresSessions(t *testing.T) {
+	sec, err := newZKSecurity(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := zktest.New(t, zktest.TLS(sec.pki)).Servers[0]
+	member := srv.SecureAddr()
+	p, err := newZKProxy([]string{member}, &proxyTLS{server: sec.server, dial: sec.dial})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+
+	plain, _, err := zk.Connect([]string{p.ConnectString()}, 2*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := plain.Exists("/"); err == nil {
+		t.Error("a plaintext client got an answer through the TLS proxy")
+	}
+	plain.Close()
+
+	conn, events, err := zk.Connect([]string{p.ConnectString()}, 2*time.Second, zk.WithLogInfo(false), zk.WithDialer(sec.dial))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	for deadline := time.After(10 * time.Second); conn.State() != zk.StateHasSession; {
+		select {
+		case <-events:
+		case <-deadline:
+			t.Fatal("no session through the TLS proxy within 10 s")
+		}
+	}
+
+	p.LoseReply(zkOps["create"], 1, 0)
+	done := make(chan error, 1)
+	go func() {
+		_, err := conn.Create("/lost-tls", nil, 0, zk.WorldACL(zk.PermAll))
+		done <- err
+	}()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if ok, _, err := conn.Exists("/lost-tls"); err == nil && ok {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("exists /lost-tls: %v, %v; want the node the lost create made", ok, err)
+		}
+	}
+	if lost := p.Disarm(); len(lost) != 1 || lost[0].Op != "create" {
+		t.Fatalf("lost %+v, want one create", lost)
+	}
+	p.Cut() // the lost create ends with its connection
+	if err := <-done; !errors.Is(err, zk.ErrConnectionClosed) {
+		t.Errorf("the lost create ended with %v, want %v", err, zk.ErrConnectionClosed)
+	}
+	p.Heal()
+
+	id := conn.SessionID()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) { // reconnected after the cut
+		live, err := srv.Sessions()
+		if err == nil && slices.Contains(live, id) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the member lists sessions %x (%v), want 0x%x among them", live, err, id)
+		}
+	}
+	if err := p.Expire(member, id); err != nil {
+		t.Fatalf("expire 0x%x over TLS: %v", id, err)
+	}
+	for deadline := time.After(10 * time.Second); ; {
+		select {
+		case ev := <-events:
+			if ev.State == zk.StateExpired {
+				return
+			}
+		case <-deadline:
+			t.Fatal("the session did not expire within 10 s")
+		}
 	}
 }

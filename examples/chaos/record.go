@@ -35,6 +35,7 @@ import (
 // already changed.
 type truthRecorder struct {
 	conn     *zk.Conn
+	dial     zk.Dialer // nil: go-zookeeper's own; TLS with -zk-tls
 	base     string
 	services []string
 
@@ -74,8 +75,8 @@ type container struct {
 
 const pollEvery = 200 * time.Millisecond
 
-func newTruthRecorder(servers []string, base string, services []string) (*truthRecorder, error) {
-	r, err := dialTruth(servers, base, services)
+func newTruthRecorder(servers []string, dial zk.Dialer, base string, services []string) (*truthRecorder, error) {
+	r, err := dialTruth(servers, dial, base, services)
 	if err != nil {
 		return nil, err
 	}
@@ -87,12 +88,12 @@ func newTruthRecorder(servers []string, base string, services []string) (*truthR
 
 // dialTruth returns a recorder that reads only when read is called, until
 // run starts.
-func dialTruth(servers []string, base string, services []string) (*truthRecorder, error) {
-	conn, events, err := zk.Connect(servers, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(silentLogger{}))
+func dialTruth(servers []string, dial zk.Dialer, base string, services []string) (*truthRecorder, error) {
+	conn, events, err := connectZK(servers, dial)
 	if err != nil {
 		return nil, err
 	}
-	r := &truthRecorder{conn: conn, base: base, services: services, wake: make(chan struct{}, 1),
+	r := &truthRecorder{conn: conn, dial: dial, base: base, services: services, wake: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{}), known: map[string]node{}, parents: map[string]container{}, armed: map[string]bool{}}
 	go func() { // a full channel drops events: keep draining
 		for range events {
@@ -352,7 +353,7 @@ func (r *truthRecorder) readService(conn *zk.Conn, svc string, seen map[string]n
 // refused for ever by an ensemble restored from behind it. The reads
 // between are a gap.
 func (r *truthRecorder) renew(servers []string) error {
-	conn, events, err := zk.Connect(servers, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(silentLogger{}))
+	conn, events, err := connectZK(servers, r.dial)
 	if err != nil {
 		return err
 	}
@@ -424,8 +425,8 @@ type instancerRecorder struct {
 
 // newInstancerRecorder watches services through connect: with
 // sd.Instancers of their own, or through one sd.Catalog (catalog).
-func newInstancerRecorder(name, connect, base string, services []string, timeout time.Duration, catalog, ignoreDeletes bool, log *publishLog) (*instancerRecorder, error) {
-	c, err := sd.NewClient(connect, sd.SessionTimeout(timeout))
+func newInstancerRecorder(name, connect, base string, services []string, timeout time.Duration, catalog, ignoreDeletes bool, log *publishLog, sec ...sd.ClientOption) (*instancerRecorder, error) {
+	c, err := sd.NewClient(connect, append(sec, sd.SessionTimeout(timeout))...)
 	if err != nil {
 		return nil, err
 	}
@@ -539,8 +540,8 @@ type resolverRecorder struct {
 	rs   []resolver.Resolver
 }
 
-func newResolverRecorder(ctx context.Context, name, connect, base string, services []string, timeout time.Duration, log *publishLog) (*resolverRecorder, error) {
-	sess, err := sd.NewSession(connect, sd.SessionTimeout(timeout))
+func newResolverRecorder(ctx context.Context, name, connect, base string, services []string, timeout time.Duration, log *publishLog, sec ...sd.ClientOption) (*resolverRecorder, error) {
+	sess, err := sd.NewSession(connect, append(sec, sd.SessionTimeout(timeout))...)
 	if err != nil {
 		return nil, err
 	}

@@ -71,7 +71,7 @@ func TestRecordedHistoriesPassAndABrokenConsumerFails(t *testing.T) {
 	defer cancel()
 
 	h := &history.History{Start: time.Now(), SessionTimeout: timeout}
-	truth, err := newTruthRecorder(zk.Addrs(), base, []string{svc})
+	truth, err := newTruthRecorder(zk.Addrs(), nil, base, []string{svc})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestRecordedHistoriesPassAndABrokenConsumerFails(t *testing.T) {
 	waitPublished(t, log, svc, []string{"127.0.0.1:1001"}, good...)
 	waitTruth(t, truth, regs["b"].Path(), false, false)
 	// The operator drains a: its Registrar writes OUT_OF_SERVICE.
-	zr, err := dialZK(zk.Addrs())
+	zr, err := dialZK(zk.Addrs(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestRecordedHistoriesPassAndABrokenConsumerFails(t *testing.T) {
 func TestTheTruthMarksWhatItMissed(t *testing.T) {
 	zk := zktest.New(t)
 	const base, svc = "/truth-missed", "svc"
-	r, err := dialTruth(zk.Addrs(), base, []string{svc})
+	r, err := dialTruth(zk.Addrs(), nil, base, []string{svc})
 	if err != nil {
 		t.Fatal(err)
 	}

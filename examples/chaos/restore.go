@@ -81,10 +81,10 @@ func (d *driver) restoreEnsemble(ctx context.Context, rs *robustState, kind stri
 	}
 	res.To = time.Now()
 	rs.blind("*", res.From, "restore")
-	if err := rs.truth.renew(d.cluster.Addrs()); err != nil {
+	if err := rs.truth.renew(d.memberAddrs(d.cluster)); err != nil {
 		return res, err
 	}
-	r, err := dialZK(d.cluster.Addrs())
+	r, err := dialZK(d.memberAddrs(d.cluster), d.zkDialer())
 	if err != nil {
 		return res, err
 	}

@@ -338,14 +338,14 @@ func (d *driver) robustRun(ctx context.Context, rs *robustState) (*history.Histo
 	if err := os.MkdirAll(filepath.Join(d.tmp, "logs"), 0o755); err != nil {
 		return nil, err
 	}
-	c, err := zktest.Start(filepath.Join(d.tmp, "zookeeper"), zktest.Size(3), zktest.Isolatable()) // Isolatable: the lag fault
+	c, err := d.startEnsemble(zktest.Size(3), zktest.Isolatable()) // Isolatable: the lag fault
 	if err != nil {
 		return nil, fmt.Errorf("start ZooKeeper: %w", err)
 	}
 	d.zkMu.Lock()
 	d.cluster = c
 	d.zkMu.Unlock()
-	r, err := dialZK(c.Addrs())
+	r, err := dialZK(d.memberAddrs(c), d.zkDialer())
 	if err != nil {
 		return nil, err
 	}
@@ -361,7 +361,7 @@ func (d *driver) robustRun(ctx context.Context, rs *robustState) (*history.Histo
 		}
 	}
 	h := &history.History{Seed: rs.seed, Start: time.Now(), SessionTimeout: robustTimeout}
-	if rs.truth, err = newTruthRecorder(c.Addrs(), d.basePath, services); err != nil {
+	if rs.truth, err = newTruthRecorder(d.memberAddrs(c), d.zkDialer(), d.basePath, services); err != nil {
 		return h, err
 	}
 	if err := d.startAll(ctx); err != nil {
@@ -491,7 +491,7 @@ func roundString(rd round) string {
 // its own, and the bursts' client with its steady registrations.
 func (d *driver) startRecorders(ctx context.Context, rs *robustState, services []string) error {
 	proxy := func() (*zkProxy, error) {
-		px, err := newZKProxy(d.cluster.Addrs())
+		px, err := d.newProxy()
 		if err == nil {
 			rs.proxies = append(rs.proxies, px)
 		}
@@ -504,9 +504,9 @@ func (d *driver) startRecorders(ctx context.Context, rs *robustState, services [
 		}
 		var rec recorder
 		if kind == "resolver" {
-			rec, err = newResolverRecorder(ctx, kind, px.ConnectString(), d.basePath, services, robustTimeout, &rs.pubs)
+			rec, err = newResolverRecorder(ctx, kind, px.ConnectString(), d.basePath, services, robustTimeout, &rs.pubs, d.sdOptions()...)
 		} else {
-			rec, err = newInstancerRecorder(kind, px.ConnectString(), d.basePath, services, robustTimeout, kind == "catalog", false, &rs.pubs)
+			rec, err = newInstancerRecorder(kind, px.ConnectString(), d.basePath, services, robustTimeout, kind == "catalog", false, &rs.pubs, d.sdOptions()...)
 		}
 		if err != nil {
 			return fmt.Errorf("%s recorder: %w", kind, err)
@@ -519,7 +519,7 @@ func (d *driver) startRecorders(ctx context.Context, rs *robustState, services [
 		if err != nil {
 			return err
 		}
-		rec, err := newInstancerRecorder("broken-ignores-deletions", px.ConnectString(), d.basePath, services, robustTimeout, false, true, &rs.pubs)
+		rec, err := newInstancerRecorder("broken-ignores-deletions", px.ConnectString(), d.basePath, services, robustTimeout, false, true, &rs.pubs, d.sdOptions()...)
 		if err != nil {
 			return err
 		}
@@ -533,7 +533,7 @@ func (d *driver) startRecorders(ctx context.Context, rs *robustState, services [
 	if err != nil {
 		return err
 	}
-	c, err := sd.NewClient(px.ConnectString(), sd.SessionTimeout(robustTimeout))
+	c, err := sd.NewClient(px.ConnectString(), append(d.sdOptions(), sd.SessionTimeout(robustTimeout))...)
 	if err != nil {
 		return err
 	}
@@ -693,7 +693,7 @@ func (d *driver) robustStep(ctx context.Context, rs *robustState, st step, round
 				if err != nil {
 					return err
 				}
-				return rs.bursts.proxy.Expire(m.Addr(), id)
+				return rs.bursts.proxy.Expire(d.memberAddr(m), id)
 			})
 		}
 		g := d.groups[st.Group%len(d.groups)]
@@ -707,7 +707,7 @@ func (d *driver) robustStep(ctx context.Context, rs *robustState, st step, round
 			if err != nil {
 				return err
 			}
-			return p.proxy.Expire(m.Addr(), owner)
+			return p.proxy.Expire(d.memberAddr(m), owner)
 		})
 	case kSigterm:
 		g := d.groups[st.Group%len(d.groups)]
@@ -868,7 +868,7 @@ func (d *driver) expireAll(ctx context.Context, px *zkProxy) error {
 			}
 		}
 		for _, id := range px.Sessions() {
-			if slices.Contains(live, id) && px.Expire(m.Addr(), id) == nil {
+			if slices.Contains(live, id) && px.Expire(d.memberAddr(m), id) == nil {
 				n++
 			}
 		}

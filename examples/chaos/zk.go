@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"path"
 	"time"
 
@@ -24,8 +25,8 @@ type zkReader struct {
 	conn *zk.Conn
 }
 
-func dialZK(servers []string) (*zkReader, error) {
-	conn, events, err := zk.Connect(servers, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(silentLogger{}))
+func dialZK(servers []string, dial zk.Dialer) (*zkReader, error) {
+	conn, events, err := connectZK(servers, dial)
 	if err != nil {
 		return nil, err
 	}
@@ -49,6 +50,15 @@ func dialZK(servers []string) (*zkReader, error) {
 }
 
 func (r *zkReader) Close() { r.conn.Close() }
+
+// connectZK opens one of the driver's own sessions, through dial (nil:
+// go-zookeeper's own, net.DialTimeout).
+func connectZK(servers []string, dial zk.Dialer) (*zk.Conn, <-chan zk.Event, error) {
+	if dial == nil {
+		dial = net.DialTimeout
+	}
+	return zk.Connect(servers, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(silentLogger{}), zk.WithDialer(dial))
+}
 
 // czxids reads each path's czxid; 0 when the node does not exist.
 func (r *zkReader) czxids(paths map[string]string) (map[string]int64, error) {

@@ -28,6 +28,7 @@ import (
 	"github.com/gracekit/gracekit/endpoint/grpcfactory"
 	"github.com/gracekit/gracekit/examples/internal/gwrun"
 	"github.com/gracekit/gracekit/examples/internal/quotegrpc"
+	"github.com/gracekit/gracekit/examples/internal/zktls"
 	"github.com/gracekit/gracekit/fxmodule"
 	"github.com/gracekit/gracekit/grpcresolver"
 	"github.com/gracekit/gracekit/sd"
@@ -231,7 +232,11 @@ func runResolver(cfg fxmodule.Config, upstream string, loopbackOnly bool, m *met
 	if basePath == "" {
 		basePath = sd.DefaultBasePath
 	}
-	sess, err := sd.NewSession(cfg.ZKServers, sd.Logger(log))
+	sec, err := zktls.ClientOptions(cfg) // GRACEKIT_ZK_TLS_*, GRACEKIT_ZK_SASL_*
+	if err != nil {
+		return err
+	}
+	sess, err := sd.NewSession(cfg.ZKServers, append(sec, sd.Logger(log))...)
 	if err != nil {
 		return err
 	}

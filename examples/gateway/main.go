@@ -31,7 +31,9 @@
 // With -mode naive it uses go-kit's stock sd/zk Instancer over
 // <base path>/<upstream> (GRACEKIT_BASE_PATH, default /services),
 // sd.NewEndpointer, lb.NewRoundRobin and lb.Retry(3, 2s, rr), as go-kit
-// documents them, and does not register.
+// documents them, and does not register; go-kit's client takes no dialer,
+// so with GRACEKIT_ZK_TLS_* it reaches the secureClientPort through an
+// in-process TLS tunnel (zktls.ForGoKit).
 // With -transport grpc the providers are gRPC ones (examples/provider
 // -transport grpc, examples/internal/quotegrpc), called with the order's
 // key in the idempotency-key metadata: graceful mode builds the endpoints
@@ -73,6 +75,7 @@ import (
 	"github.com/gracekit/gracekit/consumer"
 	"github.com/gracekit/gracekit/endpoint"
 	"github.com/gracekit/gracekit/examples/internal/gwrun"
+	"github.com/gracekit/gracekit/examples/internal/zktls"
 	"github.com/gracekit/gracekit/fxmodule"
 	"github.com/gracekit/gracekit/sd"
 )
@@ -262,6 +265,13 @@ func runNaive(cfg fxmodule.Config, upstream string, factories []kitsd.Factory, m
 	}
 	klog := kitlog.NewLogfmtLogger(kitlog.NewSyncWriter(os.Stderr))
 	klog = kitlog.With(klog, "app", "gateway", "mode", "naive")
+	// GRACEKIT_ZK_TLS_*: go-kit's client takes no dialer, so it reaches a
+	// secureClientPort through an in-process tunnel.
+	servers, stopTunnel, err := zktls.ForGoKit(cfg, servers)
+	if err != nil {
+		return err
+	}
+	defer stopTunnel()
 	client, err := kitzk.NewClient(servers, klog)
 	if err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 	kitzk "github.com/go-kit/kit/sd/zk"
 	kitlog "github.com/go-kit/log"
 
+	"github.com/gracekit/gracekit/examples/internal/zktls"
 	"github.com/gracekit/gracekit/fxmodule"
 	"github.com/gracekit/gracekit/sd"
 )
@@ -60,6 +61,14 @@ func runGoKit(cfg fxmodule.Config, svc *quoteService, log *slog.Logger, sigs cha
 	go func() { served <- srv.Serve(ln) }()
 
 	klog := kitlog.With(kitlog.NewLogfmtLogger(kitlog.NewSyncWriter(os.Stderr)), "app", "provider", "mode", "gokit")
+	// GRACEKIT_ZK_TLS_*: through an in-process tunnel, as go-kit's client
+	// takes no dialer.
+	servers, stopTunnel, err := zktls.ForGoKit(cfg, servers)
+	if err != nil {
+		_ = srv.Close()
+		return err
+	}
+	defer stopTunnel()
 	client, err := kitzk.NewClient(servers, klog)
 	if err != nil {
 		_ = srv.Close()

@@ -109,6 +109,8 @@
 //	-outage-start-wait 1s  outage: GRACEKIT_SNAPSHOT_START_WAIT
 //	-outage-hold 2s        outage: load through both snapshot-serving gateways before ZooKeeper returns
 //	-outage-converge 20s   outage: bound on the gateways' convergence once it returned
+//	-zk-tls                ZooKeeper requires TLS with a client certificate, and
+//	                       every process connects to its secureClientPort (tls.go)
 package main
 
 import (
@@ -132,6 +134,7 @@ import (
 	"time"
 
 	"github.com/gracekit/gracekit/examples/internal/drive"
+	"github.com/gracekit/gracekit/sd"
 	"github.com/gracekit/gracekit/zktest"
 )
 
@@ -180,6 +183,7 @@ type config struct {
 	binDir      string // prebuilt provider, gateway and cachedgw, instead of building
 	lanes       int    // modes run at once
 	svgPath     string // where the timeline chart goes
+	zkTLS       bool   // ZooKeeper requires TLS with a client certificate
 	ss          ssConfig
 	outage      outageConfig
 }
@@ -205,6 +209,7 @@ func parseFlags() config {
 	flag.IntVar(&c.lanes, "lanes", 2, "modes run at once, each under a base path of its own (1: one after another)")
 	flag.StringVar(&c.binDir, "bindir", "", "use the provider, gateway and cachedgw binaries in this directory instead of building them")
 	flag.BoolVar(&c.keep, "keep", false, "keep the temporary directory (binaries, logs) even on success")
+	flag.BoolVar(&c.zkTLS, "zk-tls", false, "ZooKeeper requires TLS with a client certificate (ssl.clientAuth=need) from a PKI made for the run, and every process connects to its secureClientPort with GRACEKIT_ZK_TLS_* (no SASL: go-kit's sd/zk has none)")
 	flag.StringVar(&c.svgPath, "svg", filepath.Join(os.TempDir(), "gracekit-demo.svg"), "where to write the timeline chart (SVG) of every mode")
 	flag.DurationVar(&c.ss.warmup, "ss-warmup", 2*time.Second, "slowstart mode: the providers' -warmup (cold phase)")
 	flag.DurationVar(&c.ss.warmupDelay, "ss-warmup-delay", 50*time.Millisecond, "slowstart mode: the providers' -warmup-delay (a cold call's extra delay at first)")
@@ -257,6 +262,10 @@ func run() (code int) {
 			fmt.Fprintf(os.Stderr, "rollout: unknown transport %q (want http or grpc)\n", t)
 			return 2
 		}
+	}
+	if cfg.zkTLS && os.Getenv("GRACEKIT_ZK_SERVERS") != "" {
+		fmt.Fprintln(os.Stderr, "rollout: -zk-tls starts a ZooKeeper of its own, with a PKI of its own: unset GRACEKIT_ZK_SERVERS")
+		return 2
 	}
 	if os.Getenv("GRACEKIT_ZK_SERVERS") == "" || slices.Contains(cfg.modes, modeOutage) {
 		if _, _, err := zktest.Runtime(); err != nil {
@@ -367,6 +376,12 @@ type driver struct {
 	bases     []string        // the modes' base paths a child was started under
 	bins      map[string]string
 	keptNoted bool // the logs directory was already printed
+
+	// -zk-tls (tls.go): the run's PKI, the TLS of the driver's own
+	// sessions, and the GRACEKIT_ZK_TLS_* every child gets; nil without.
+	pki     *zktest.PKI
+	zkTLS   *sd.TLSConfig
+	tlsVars map[string]string
 }
 
 // closeZK stops the local ZooKeeper, if the driver started one. It
@@ -399,7 +414,7 @@ func (d *driver) removeBasePath() {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	for _, base := range bases {
-		if err := deleteTree(ctx, connect, base); err != nil {
+		if err := deleteTree(ctx, connect, d.zkTLS, base); err != nil {
 			logf("warning: removing %s from ZooKeeper: %v", base, err)
 		}
 	}
@@ -424,6 +439,11 @@ func (d *driver) modeBase(transport, mode string) string {
 func (d *driver) run(ctx context.Context) ([]*modeResult, error) {
 	if err := d.build(ctx); err != nil {
 		return nil, err
+	}
+	if d.cfg.zkTLS {
+		if err := d.makePKI(); err != nil {
+			return nil, err
+		}
 	}
 	type job struct{ transport, mode string }
 	var jobs []job
@@ -546,8 +566,8 @@ func (d *driver) startZK(ctx context.Context) error {
 		logf("using ZooKeeper at %s (GRACEKIT_ZK_SERVERS)", s)
 		return nil
 	}
-	logf("starting a local ZooKeeper (zktest)")
-	c, err := zktest.Start(filepath.Join(d.tmp, "zookeeper"))
+	logf("starting a local ZooKeeper (zktest)%s", d.tlsNote())
+	c, err := zktest.Start(filepath.Join(d.tmp, "zookeeper"), d.zkOptions()...)
 	if err != nil {
 		if errors.Is(err, zktest.ErrNotInstalled) {
 			return err // its message is the install command
@@ -555,7 +575,7 @@ func (d *driver) startZK(ctx context.Context) error {
 		return fmt.Errorf("start ZooKeeper: %w", err)
 	}
 	d.zkMu.Lock()
-	d.zkCluster, d.zkConnect = c, c.ConnectString()
+	d.zkCluster, d.zkConnect = c, d.connectString(c)
 	d.zkMu.Unlock()
 	if ctx.Err() != nil { // interrupted while the JVM started
 		d.closeZK()
@@ -711,7 +731,7 @@ func (d *driver) runMode(ctx context.Context, transport, mode, base string) (res
 	}
 	// A previous mode may have left nodes of killed processes (only in this
 	// run's own base path).
-	if err := deleteNodes(ctx, d.zkConnect, base, stale...); err != nil {
+	if err := deleteNodes(ctx, d.zkConnect, d.zkTLS, base, stale...); err != nil {
 		logf("warning: cleaning old instance nodes: %v", err)
 	}
 
@@ -730,6 +750,7 @@ func (d *driver) runMode(ctx context.Context, transport, mode, base string) (res
 			"GRACEKIT_ADDRESS":      "127.0.0.1",
 			"GRACEKIT_FLUSH_SECRET": secret,
 		}
+		maps.Copy(in.vars, d.tlsVars)
 		if in.name == "" { // a provider
 			in.vars["GRACEKIT_FLUSH_GATEWAYS"] = consumers[0].service
 			in.vars["PROVIDER_LATENCY"] = cfg.latency.String()
@@ -836,7 +857,7 @@ func (d *driver) runMode(ctx context.Context, transport, mode, base string) (res
 		}
 		if killed {
 			logf("[%s] %s did not exit within %v: killed", tag, in.id, cfg.stopLimit)
-			if err := deleteNodes(ctx, d.zkConnect, base, base+"/"+in.service+"/"+in.id); err != nil {
+			if err := deleteNodes(ctx, d.zkConnect, d.zkTLS, base, base+"/"+in.service+"/"+in.id); err != nil {
 				logf("warning: %v", err)
 			}
 		}

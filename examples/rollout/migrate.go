@@ -33,12 +33,12 @@ type drainInfo struct {
 
 // rewriteNode applies f (sd.Drain or sd.Undrain) to the node p, below
 // base, with a version-checked setData, as gracekit drain does.
-func rewriteNode(ctx context.Context, connect, base, service, id string, f func(sd.Codec, string, string, []byte) ([]byte, error)) error {
+func rewriteNode(ctx context.Context, connect string, sec *sd.TLSConfig, base, service, id string, f func(sd.Codec, string, string, []byte) ([]byte, error)) error {
 	p := base + "/" + service + "/" + id
 	if err := checkOwnPath(base, p); err != nil {
 		return err
 	}
-	return withZK(ctx, connect, func(conn *zk.Conn, chroot string) error {
+	return withZK(ctx, connect, sec, func(conn *zk.Conn, chroot string) error {
 		for attempt := 0; ; attempt++ {
 			data, stat, err := conn.Get(chroot + p)
 			if err != nil {
@@ -67,14 +67,14 @@ func (d *driver) drainUnderLoad(ctx context.Context, base, tag string, ld *load,
 	info := &drainInfo{ID: in.id, Calls: make([]int, consumers)}
 	logf("[%s] drain %s under load, as gracekit drain does (%d requests so far)", tag, in.id, ld.completed.Load())
 	info.At = time.Now()
-	if err := rewriteNode(ctx, d.zkConnect, base, in.service, in.id, sd.Drain); err != nil {
+	if err := rewriteNode(ctx, d.zkConnect, d.zkTLS, base, in.service, in.id, sd.Drain); err != nil {
 		return nil, fmt.Errorf("drain %s: %w", in.id, err)
 	}
 	if err := drive.SleepCtx(ctx, drainBound+drainWatch); err != nil {
 		return nil, err
 	}
 	info.Until = time.Now()
-	if err := rewriteNode(ctx, d.zkConnect, base, in.service, in.id, sd.Undrain); err != nil {
+	if err := rewriteNode(ctx, d.zkConnect, d.zkTLS, base, in.service, in.id, sd.Undrain); err != nil {
 		return nil, fmt.Errorf("undrain %s: %w", in.id, err)
 	}
 	for deadline := time.Now().Add(10 * time.Second); !ld.seenSince(in.id, info.Until, watching) && !ld.ended(); {

@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -223,7 +222,7 @@ func waitSnapshot(ctx context.Context, dir, service string, limit time.Duration)
 // and the modes beside it must not notice. Its client port is kept from
 // newPort, so that no child takes it while the server is down.
 func (d *driver) startOutageZK(ctx context.Context) (*zktest.Cluster, error) {
-	c, err := zktest.Start(filepath.Join(d.tmp, "zookeeper-"+modeOutage))
+	c, err := zktest.Start(filepath.Join(d.tmp, "zookeeper-"+modeOutage), d.zkOptions()...)
 	if err != nil {
 		return nil, fmt.Errorf("start the outage mode's ZooKeeper: %w", err)
 	}
@@ -231,11 +230,10 @@ func (d *driver) startOutageZK(ctx context.Context) (*zktest.Cluster, error) {
 	d.outageZK = c
 	d.zkMu.Unlock()
 	d.portMu.Lock()
-	for _, a := range c.Addrs() {
-		if _, p, err := net.SplitHostPort(a); err == nil {
-			if n, err := strconv.Atoi(p); err == nil {
-				d.usedPorts[n] = true
-			}
+	for _, s := range c.Servers {
+		d.usedPorts[s.ClientPort] = true
+		if s.SecureClientPort != 0 { // -zk-tls
+			d.usedPorts[s.SecureClientPort] = true
 		}
 	}
 	d.portMu.Unlock()
@@ -275,7 +273,7 @@ func (d *driver) runOutage(ctx context.Context, base string) (res *modeResult, e
 	if err != nil {
 		return nil, err
 	}
-	connect := zkc.ConnectString()
+	connect := d.connectString(zkc)
 
 	gateways := []*instance{
 		{service: outageGatewayService, id: outageGatewayService + "-1", name: consumerRestarted, bin: gatewayService, args: []string{"-mode", "graceful"}, watches: true},
@@ -300,6 +298,7 @@ func (d *driver) runOutage(ctx context.Context, base string) (res *modeResult, e
 			"GRACEKIT_ADDRESS":      "127.0.0.1",
 			"GRACEKIT_FLUSH_SECRET": secret,
 		}
+		maps.Copy(in.vars, d.tlsVars)
 	}
 	for _, in := range gateways {
 		in.vars["GATEWAY_UPSTREAM"] = outageProviderService

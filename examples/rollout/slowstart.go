@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -169,7 +170,7 @@ func (d *driver) runSlowStart(ctx context.Context, base string) (res *modeResult
 	for _, in := range all {
 		stale = append(stale, base+"/"+in.service+"/"+in.id)
 	}
-	if err := deleteNodes(ctx, d.zkConnect, base, stale...); err != nil {
+	if err := deleteNodes(ctx, d.zkConnect, d.zkTLS, base, stale...); err != nil {
 		logf("warning: cleaning old instance nodes: %v", err)
 	}
 	secret := drive.RandomHex(32)
@@ -185,6 +186,7 @@ func (d *driver) runSlowStart(ctx context.Context, base string) (res *modeResult
 			"GRACEKIT_ADDRESS":      "127.0.0.1",
 			"GRACEKIT_FLUSH_SECRET": secret,
 		}
+		maps.Copy(in.vars, d.tlsVars)
 	}
 	for g := range groups {
 		for _, in := range groups[g] {
@@ -285,7 +287,7 @@ func (d *driver) runSlowStart(ctx context.Context, base string) (res *modeResult
 		for k, in := range pair {
 			if stops[k].Killed {
 				logf("[%s] %s did not exit within %v: killed", tag, in.id, cfg.stopLimit)
-				if err := deleteNodes(ctx, d.zkConnect, base, base+"/"+in.service+"/"+in.id); err != nil {
+				if err := deleteNodes(ctx, d.zkConnect, d.zkTLS, base, base+"/"+in.service+"/"+in.id); err != nil {
 					logf("warning: %v", err)
 				}
 			}

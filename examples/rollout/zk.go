@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/gracekit/gracekit/examples/internal/zktls"
 	"github.com/gracekit/gracekit/sd"
 )
 
@@ -31,9 +32,10 @@ func checkOwnPath(base, p string) error {
 	return nil
 }
 
-// withZK runs f with a ZooKeeper session on connect; f gets the chroot of
-// the connect string, to prefix to every path.
-func withZK(ctx context.Context, connect string, f func(conn *zk.Conn, chroot string) error) error {
+// withZK runs f with a ZooKeeper session on connect, over TLS when sec is
+// not nil (-zk-tls); f gets the chroot of the connect string, to prefix to
+// every path.
+func withZK(ctx context.Context, connect string, sec *sd.TLSConfig, f func(conn *zk.Conn, chroot string) error) error {
 	servers, chroot, err := sd.ParseConnectString(connect)
 	if err != nil {
 		return err
@@ -41,6 +43,11 @@ func withZK(ctx context.Context, connect string, f func(conn *zk.Conn, chroot st
 	dialer := func(network, address string, timeout time.Duration) (net.Conn, error) {
 		d := net.Dialer{Timeout: timeout}
 		return d.DialContext(ctx, network, address)
+	}
+	if sec != nil {
+		if dialer, err = zktls.Wrap(*sec, dialer); err != nil {
+			return err
+		}
 	}
 	conn, events, err := zk.Connect(servers, 4*time.Second,
 		zk.WithLogInfo(false), zk.WithLogger(silentLogger{}), zk.WithDialer(dialer))
@@ -70,13 +77,13 @@ wait:
 // chroot, all inside the run's base path) when they exist: instance nodes
 // left by a process the driver had to kill, whose session would otherwise
 // hold the instance id until it expires.
-func deleteNodes(ctx context.Context, connect, base string, paths ...string) error {
+func deleteNodes(ctx context.Context, connect string, sec *sd.TLSConfig, base string, paths ...string) error {
 	for _, p := range paths {
 		if err := checkOwnPath(base, p); err != nil {
 			return err
 		}
 	}
-	return withZK(ctx, connect, func(conn *zk.Conn, chroot string) error {
+	return withZK(ctx, connect, sec, func(conn *zk.Conn, chroot string) error {
 		for _, p := range paths {
 			if err := conn.Delete(chroot+p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
 				return fmt.Errorf("delete %s: %w", chroot+p, err)
@@ -88,11 +95,11 @@ func deleteNodes(ctx context.Context, connect, base string, paths ...string) err
 
 // deleteTree removes the run's base path and every node below it, when it
 // exists.
-func deleteTree(ctx context.Context, connect, base string) error {
+func deleteTree(ctx context.Context, connect string, sec *sd.TLSConfig, base string) error {
 	if err := checkOwnPath(base, base); err != nil {
 		return err
 	}
-	return withZK(ctx, connect, func(conn *zk.Conn, chroot string) error {
+	return withZK(ctx, connect, sec, func(conn *zk.Conn, chroot string) error {
 		var del func(p string, depth int) error
 		del = func(p string, depth int) error {
 			if depth > 8 {

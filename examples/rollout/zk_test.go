@@ -31,10 +31,10 @@ func TestCheckOwnPath(t *testing.T) {
 	// The guards run before any connection is tried.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if err := deleteNodes(ctx, "127.0.0.1:1", base, "/services/quote/quote-1"); err == nil || !strings.Contains(err.Error(), "refusing") {
+	if err := deleteNodes(ctx, "127.0.0.1:1", nil, base, "/services/quote/quote-1"); err == nil || !strings.Contains(err.Error(), "refusing") {
 		t.Errorf("deleteNodes outside the base path: %v", err)
 	}
-	if err := deleteTree(ctx, "127.0.0.1:1", "/services"); err == nil || !strings.Contains(err.Error(), "refusing") {
+	if err := deleteTree(ctx, "127.0.0.1:1", nil, "/services"); err == nil || !strings.Contains(err.Error(), "refusing") {
 		t.Errorf("deleteTree(/services): %v", err)
 	}
 }
