@@ -17,15 +17,27 @@ import (
 	"github.com/gracekit/gracekit/zktest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain lets tests that leave their server alone share one (sharedZK);
+// goleak checks after it stopped.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(zktest.SharedMain(m)) }
 
-func newConsumer(t *testing.T, zkc *zktest.Cluster) (*consumer.Consumer, *sd.Session) {
+// sharedZK is the test binary's shared server and a base path no other
+// test uses (pass sd.BasePath(base) to every Registrar and, through
+// consumer.WithInstancerOptions, to the consumer, and write raw nodes under
+// base): the test must leave the server alone and count nothing
+// server-wide (see zktest's package doc).
+func sharedZK(t *testing.T) (*zktest.Cluster, string) {
+	t.Helper()
+	return zktest.Shared(t), zktest.UniquePath(t)
+}
+
+func newConsumer(t *testing.T, zkc *zktest.Cluster, opts ...consumer.Option) (*consumer.Consumer, *sd.Session) {
 	t.Helper()
 	sess, err := sd.NewSession(zkc.ConnectString())
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := consumer.New(sess)
+	c, err := consumer.New(sess, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,8 +48,8 @@ func newConsumer(t *testing.T, zkc *zktest.Cluster) (*consumer.Consumer, *sd.Ses
 // closes the session.
 func TestConsumerStartTwiceTakesOneShare(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
-	c, sess := newConsumer(t, zkc)
+	zkc, base := sharedZK(t)
+	c, sess := newConsumer(t, zkc, consumer.WithInstancerOptions(sd.BasePath(base)))
 	ctx := context.Background()
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -60,8 +72,8 @@ func TestConsumerStartTwiceTakesOneShare(t *testing.T) {
 // no share.
 func TestConsumerStopBeforeStartThenStartIsRefused(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
-	c, sess := newConsumer(t, zkc)
+	zkc, base := sharedZK(t)
+	c, sess := newConsumer(t, zkc, consumer.WithInstancerOptions(sd.BasePath(base)))
 	ctx := context.Background()
 	if err := c.Stop(ctx); err != nil {
 		t.Fatalf("Stop before Start: %v", err)
@@ -82,7 +94,7 @@ func TestConsumerStopBeforeStartThenStartIsRefused(t *testing.T) {
 // and succeeds once ZooKeeper is back.
 func TestConsumerLoadRetriesAfterAFailure(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := zktest.New(t) // of its own: the test stops it
 	sess, err := sd.NewSession(zkc.ConnectString(), sd.ConnectTimeout(500*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +171,7 @@ func TestConsumerStopEndsCallsWaitingForAFirstLoad(t *testing.T) {
 // nothing: its own session never opens), and Stop closes it.
 func TestAConsumerOf64ServicesLoadsThemAllOverOneSession(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t) // stock maxClientCnxns
+	zkc := zktest.New(t) // of its own, stock maxClientCnxns: the test counts the server's sessions
 	reg, err := sd.NewClient(zkc.ConnectString())
 	if err != nil {
 		t.Fatal(err)
@@ -215,7 +227,7 @@ func TestAConsumerOf64ServicesLoadsThemAllOverOneSession(t *testing.T) {
 // A Session's Stop that no Start matches changes nothing.
 func TestSessionStopWithoutAShareChangesNothing(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := zktest.Shared(t) // a session only, no node: no base path
 	sess, err := sd.NewSession(zkc.ConnectString())
 	if err != nil {
 		t.Fatal(err)

@@ -14,7 +14,6 @@ import (
 	"github.com/gracekit/gracekit/endpoint"
 	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/sd"
-	"github.com/gracekit/gracekit/zktest"
 )
 
 // Issue 39, item 6, against a real ZooKeeper: a consumer says at info when
@@ -23,7 +22,7 @@ import (
 // still matching go-kit's lb.ErrNoEndpoints.
 func TestAConsumerSaysWhenInstancesComeAndGoAndWhyNoneIsThere(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc, base := sharedZK(t)
 	cl, err := sd.NewClient(zkc.ConnectString())
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +33,7 @@ func TestAConsumerSaysWhenInstancesComeAndGoAndWhyNoneIsThere(t *testing.T) {
 		t.Fatal(err)
 	}
 	logs, log := testutil.NewLogs()
-	c, err := consumer.New(sess, consumer.WithLogger(log))
+	c, err := consumer.New(sess, consumer.WithLogger(log), consumer.WithInstancerOptions(sd.BasePath(base)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +80,7 @@ func TestAConsumerSaysWhenInstancesComeAndGoAndWhyNoneIsThere(t *testing.T) {
 	line("the first load's line", map[string]string{"service": "quote", "count": "0"})
 	says("a call before any registration", `no endpoints available for service "quote": no instance is registered`)
 
-	r, err := sd.NewRegistrar(cl, sd.Instance{Name: "quote", ID: "a", Address: "127.0.0.1", Port: 4001})
+	r, err := sd.NewRegistrar(cl, sd.Instance{Name: "quote", ID: "a", Address: "127.0.0.1", Port: 4001}, sd.BasePath(base))
 	if err != nil {
 		t.Fatal(err)
 	}

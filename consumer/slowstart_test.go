@@ -12,7 +12,6 @@ import (
 	"github.com/gracekit/gracekit/consumer"
 	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/sd"
-	"github.com/gracekit/gracekit/zktest"
 )
 
 // Against a real ZooKeeper: providers registered before the consumer's
@@ -22,7 +21,7 @@ import (
 // they change.
 func TestSlowStartRampsAProviderThatRegistersAfterTheFirstLoad(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc, base := sharedZK(t)
 	cl, err := sd.NewClient(zkc.ConnectString())
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +29,7 @@ func TestSlowStartRampsAProviderThatRegistersAfterTheFirstLoad(t *testing.T) {
 	defer cl.Close()
 	register := func(id string, port int) {
 		t.Helper()
-		r, err := sd.NewRegistrar(cl, sd.Instance{Name: "quote", ID: id, Address: "127.0.0.1", Port: port})
+		r, err := sd.NewRegistrar(cl, sd.Instance{Name: "quote", ID: id, Address: "127.0.0.1", Port: port}, sd.BasePath(base))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,7 +45,7 @@ func TestSlowStartRampsAProviderThatRegistersAfterTheFirstLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	const window = 4 * time.Second
-	c, err := consumer.New(sess, consumer.WithSlowStart(window, 1, 0.1))
+	c, err := consumer.New(sess, consumer.WithSlowStart(window, 1, 0.1), consumer.WithInstancerOptions(sd.BasePath(base)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +102,7 @@ func TestSlowStartRampsAProviderThatRegistersAfterTheFirstLoad(t *testing.T) {
 // minutes: the shares cannot move while the test counts.
 func TestSlowStartRampsAProviderRestartedOnTheSameAddress(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc, base := sharedZK(t)
 	cl, err := sd.NewClient(zkc.ConnectString())
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +110,7 @@ func TestSlowStartRampsAProviderRestartedOnTheSameAddress(t *testing.T) {
 	defer cl.Close()
 	register := func(id string, port int) {
 		t.Helper()
-		r, err := sd.NewRegistrar(cl, sd.Instance{Name: "quote", ID: id, Address: "127.0.0.1", Port: port})
+		r, err := sd.NewRegistrar(cl, sd.Instance{Name: "quote", ID: id, Address: "127.0.0.1", Port: port}, sd.BasePath(base))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,7 +125,7 @@ func TestSlowStartRampsAProviderRestartedOnTheSameAddress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := consumer.New(sess, consumer.WithSlowStart(10*time.Minute, 1, 0.1))
+	c, err := consumer.New(sess, consumer.WithSlowStart(10*time.Minute, 1, 0.1), consumer.WithInstancerOptions(sd.BasePath(base)))
 	if err != nil {
 		t.Fatal(err)
 	}

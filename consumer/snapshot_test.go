@@ -208,7 +208,7 @@ func firstEvent(t *testing.T, in *sd.Instancer) kitsd.Event {
 // version.
 func TestSnapshotServesTheLastSetWhenZooKeeperIsDownAtStart(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := zktest.New(t) // of its own: the test stops it
 	z := testutil.ZKConn(t, zkc.Addrs())
 	czA := putInstance(t, z, "/services", quote("a", 9001))
 	putInstance(t, z, "/services", quote("b", 9002))
@@ -293,7 +293,7 @@ func TestSnapshotTheFirstLiveReadReplacesIt(t *testing.T) {
 }
 
 func firstLiveReadReplacesTheSnapshot(t *testing.T, mode sd.WatchMode) {
-	zkc := zktest.New(t)
+	zkc := zktest.New(t) // of its own: the test stops it
 	z := testutil.ZKConn(t, zkc.Addrs())
 	czA := putInstance(t, z, "/services", quote("a", 9001))
 	putInstance(t, z, "/services", quote("b", 9002))
@@ -377,7 +377,7 @@ func publishedNow(in *sd.Instancer) []string {
 // load fails as it would without one, and a line says why, with the path.
 func TestSnapshotOlderThanMaxAgeIsIgnored(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := zktest.New(t) // of its own: the test stops it
 	z := testutil.ZKConn(t, zkc.Addrs())
 	putInstance(t, z, "/services", quote("a", 9001))
 	dir := t.TempDir()
@@ -405,7 +405,7 @@ func TestSnapshotOlderThanMaxAgeIsIgnored(t *testing.T) {
 // nothing more.
 func TestSnapshotBadFilesAreLoggedAndIgnored(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := zktest.New(t) // of its own: the test stops it
 	z := testutil.ZKConn(t, zkc.Addrs())
 	putInstance(t, z, "/services", quote("a", 9001))
 	putInstance(t, z, "/other", quote("x", 9009))
@@ -491,7 +491,7 @@ func TestSnapshotBadFilesAreLoggedAndIgnored(t *testing.T) {
 // snapshot: its own file is another, and it waits for ZooKeeper.
 func TestSnapshotOfAnotherBasePathIsNotRead(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := zktest.New(t) // of its own: the test stops it
 	z := testutil.ZKConn(t, zkc.Addrs())
 	putInstance(t, z, "/services", quote("a", 9001))
 	dir := t.TempDir()
@@ -518,9 +518,9 @@ func TestSnapshotOfAnotherBasePathIsNotRead(t *testing.T) {
 // each failed write is counted, and logged at most once a minute.
 func TestSnapshotWriteFailuresAreCountedNotFatal(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc, base := sharedZK(t)
 	z := testutil.ZKConn(t, zkc.Addrs())
-	putInstance(t, z, "/services", quote("a", 9001))
+	putInstance(t, z, base, quote("a", 9001))
 	notDir := filepath.Join(t.TempDir(), "file")
 	if err := os.WriteFile(notDir, nil, 0o600); err != nil {
 		t.Fatal(err)
@@ -528,7 +528,8 @@ func TestSnapshotWriteFailuresAreCountedNotFatal(t *testing.T) {
 	rec := &logRecords{}
 	failures := &figure{}
 	c := snapConsumer(t, zkc.ConnectString(), nil, consumer.WithLogger(slog.New(rec)),
-		consumer.WithSnapshot(filepath.Join(notDir, "snap")), consumer.WithSnapshotMetrics(consumer.SnapshotMetrics{WriteFailures: failures}))
+		consumer.WithSnapshot(filepath.Join(notDir, "snap")), consumer.WithSnapshotMetrics(consumer.SnapshotMetrics{WriteFailures: failures}),
+		consumer.WithInstancerOptions(sd.BasePath(base)))
 	in, err := c.Instancer(context.Background(), "quote")
 	if err != nil {
 		t.Fatal(err)
@@ -536,7 +537,7 @@ func TestSnapshotWriteFailuresAreCountedNotFatal(t *testing.T) {
 	if got := publishedNow(in); !slices.Equal(got, []string{"127.0.0.1:9001"}) {
 		t.Fatalf("published %v", got)
 	}
-	putInstance(t, z, "/services", quote("b", 9002)) // a change: another write
+	putInstance(t, z, base, quote("b", 9002)) // a change: another write
 	testutil.WaitFor(t, "two failed writes", func() bool { return failures.Value() >= 2 })
 	if lines := rec.matching(slog.LevelWarn, "writing the snapshot failed"); len(lines) != 1 {
 		t.Fatalf("log: %q, want one line within the minute", lines)

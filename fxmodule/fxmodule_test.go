@@ -1,6 +1,7 @@
 package fxmodule_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -26,7 +27,40 @@ import (
 	"github.com/gracekit/gracekit/zktest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain lets tests that leave their server alone share one (sharedZK);
+// goleak checks after it stopped.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(zktest.SharedMain(m)) }
+
+// zkEnv is a ZooKeeper server and the base path a test's nodes go under.
+type zkEnv struct {
+	*zktest.Cluster
+	// base is Config.BasePath: empty (sd.DefaultBasePath) on a server of
+	// the test's own, a path no other test uses on the shared one.
+	base string
+}
+
+// sharedZK is the test binary's shared server, with a base path no other
+// test uses: the test must leave the server alone and count nothing
+// server-wide (see zktest's package doc).
+func sharedZK(t *testing.T) *zkEnv { return &zkEnv{zktest.Shared(t), zktest.UniquePath(t)} }
+
+// ownZK is a server of the test's own, at the default base path, for a
+// test that stops it or needs it configured otherwise (TLS, SASL).
+func ownZK(t *testing.T, opts ...zktest.Option) *zkEnv {
+	return &zkEnv{Cluster: zktest.New(t, opts...)}
+}
+
+// services is the base path the test's service nodes are under.
+func (z *zkEnv) services() string { return cmp.Or(z.base, sd.DefaultBasePath) }
+
+// path is the znode of instance id of service.
+func (z *zkEnv) path(service, id string) string { return z.services() + "/" + service + "/" + id }
+
+// config is a Config with the server and the base path only, what a
+// plain consumer needs.
+func (z *zkEnv) config() fxmodule.Config {
+	return fxmodule.Config{ZKServers: z.ConnectString(), BasePath: z.base}
+}
 
 const secret = "0123456789abcdef-shared-secret"
 
@@ -58,22 +92,16 @@ func helloServer() *http.Server {
 	return &http.Server{Handler: mux, ReadHeaderTimeout: time.Second}
 }
 
-func providerConfig(zkc *zktest.Cluster, id string, port int) fxmodule.Config {
-	return fxmodule.Config{
-		ZKServers:    zkc.ConnectString(),
-		Service:      "quote",
-		InstanceID:   id,
-		Address:      "127.0.0.1",
-		Port:         port,
-		QuietWindow:  50 * time.Millisecond,
-		MaxQuiesce:   time.Second,
-		DrainTimeout: time.Second,
-	}
+func providerConfig(z *zkEnv, id string, port int) fxmodule.Config {
+	cfg := z.config()
+	cfg.Service, cfg.InstanceID, cfg.Address, cfg.Port = "quote", id, "127.0.0.1", port
+	cfg.QuietWindow, cfg.MaxQuiesce, cfg.DrainTimeout = 50*time.Millisecond, time.Second, time.Second
+	return cfg
 }
 
 func TestDiscoveryRegistersServesAndStopsCleanly(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	port := testutil.FreePort(t)
 	cfg := providerConfig(zkc, "quote-1", port)
 	opts := fx.Options(
@@ -91,7 +119,7 @@ func TestDiscoveryRegistersServesAndStopsCleanly(t *testing.T) {
 	)
 	app := fxtest.New(t, opts, fx.Populate(&p, &sess))
 	conn := testutil.ZKConn(t, zkc.Addrs())
-	if exists(t, conn, "/services/quote/quote-1") {
+	if exists(t, conn, zkc.path("quote", "quote-1")) {
 		t.Fatal("node exists before start")
 	}
 	if _, err := sess.Client(); !errors.Is(err, sd.ErrNotStarted) {
@@ -99,7 +127,7 @@ func TestDiscoveryRegistersServesAndStopsCleanly(t *testing.T) {
 	}
 	app.RequireStart()
 
-	_, stat, err := conn.Get("/services/quote/quote-1")
+	_, stat, err := conn.Get(zkc.path("quote", "quote-1"))
 	if err != nil {
 		t.Fatalf("node missing after start: %v", err)
 	}
@@ -119,7 +147,7 @@ func TestDiscoveryRegistersServesAndStopsCleanly(t *testing.T) {
 	}
 
 	app.RequireStop()
-	if exists(t, conn, "/services/quote/quote-1") {
+	if exists(t, conn, zkc.path("quote", "quote-1")) {
 		t.Fatal("node still there after stop")
 	}
 	rep := p.Report()
@@ -141,7 +169,7 @@ func TestDiscoveryRegistersServesAndStopsCleanly(t *testing.T) {
 // Config.Port zero, registers its port.
 func TestDiscoveryListensOnTheServersAddr(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	port := testutil.FreePort(t)
 	cfg := providerConfig(zkc, "quote-1", 0)
 	var p *provider.Provider
@@ -173,7 +201,7 @@ func echo(instance string) (kitendpoint.Endpoint, io.Closer, error) {
 // consumer started before the provider and stopped after its drain.
 func TestDiscoveryAndConsumerInOneApp(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	port := testutil.FreePort(t)
 	var (
 		c    *consumer.Consumer
@@ -233,8 +261,8 @@ func TestDiscoveryAndConsumerInOneApp(t *testing.T) {
 // port or flush secret, and no server.
 func TestConsumerAloneNeedsNoSecret(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
-	cfg := fxmodule.Config{ZKServers: zkc.ConnectString()}
+	zkc := sharedZK(t)
+	cfg := zkc.config()
 	opts := fx.Options(fx.Supply(cfg), fxmodule.Consumer)
 	if err := fx.ValidateApp(opts, fx.Invoke(func(*consumer.Consumer) {})); err != nil {
 		t.Fatalf("ValidateApp: %v", err)
@@ -294,7 +322,7 @@ func TestAFailedBuildLeaksNothing(t *testing.T) {
 
 func TestProviderStopFlushesTheGateway(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	gwPort, pPort := testutil.FreePort(t), testutil.FreePort(t)
 
 	var (
@@ -311,6 +339,7 @@ func TestProviderStopFlushesTheGateway(t *testing.T) {
 	gwOpts := fx.Options(
 		fx.Supply(fxmodule.Config{
 			ZKServers:   zkc.ConnectString(),
+			BasePath:    zkc.base,
 			Service:     "gateway",
 			InstanceID:  "gateway-1",
 			Address:     "127.0.0.1",
@@ -330,7 +359,7 @@ func TestProviderStopFlushesTheGateway(t *testing.T) {
 	defer gateway.RequireStop()
 
 	conn := testutil.ZKConn(t, zkc.Addrs())
-	data, _, err := conn.Get("/services/gateway/gateway-1")
+	data, _, err := conn.Get(zkc.path("gateway", "gateway-1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +392,7 @@ func TestProviderStopFlushesTheGateway(t *testing.T) {
 	if got, err := call(context.Background(), nil); err == nil {
 		t.Fatalf("the gateway routes to %v right after the eviction", got)
 	}
-	if !exists(t, conn, "/services/quote/quote-1") {
+	if !exists(t, conn, zkc.path("quote", "quote-1")) {
 		t.Fatal("the provider's node is gone: the check above proved nothing")
 	}
 
@@ -385,7 +414,7 @@ func TestProviderStopFlushesTheGateway(t *testing.T) {
 
 func TestBadConfigFailsStart(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	good := func() fxmodule.Config { return providerConfig(zkc, "quote-1", 18080) }
 	tests := []struct {
 		name      string
@@ -466,7 +495,7 @@ func TestConfigFromEnvRejectsMalformedValues(t *testing.T) {
 
 func TestStopTimeoutSetsTheBudgetToo(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	// 5 s cannot hold the default plan (14.4 s): the module must say so
 	// when the app is built, which it can only if the option reached its
 	// Config.

@@ -26,7 +26,6 @@ import (
 	"github.com/gracekit/gracekit/fxmodule"
 	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/sd"
-	"github.com/gracekit/gracekit/zktest"
 )
 
 // waitKit reads a go-kit Instancer's events until one satisfies ok.
@@ -52,17 +51,17 @@ func waitKit(t *testing.T, ch <-chan kitsd.Event, what string, ok func([]string)
 // Curator readers; the stop removes both.
 func TestGoKitRegistrationIsReadByAStockGoKitConsumer(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	port := testutil.FreePort(t)
 	app := fxtest.New(t, fx.Supply(providerConfig(zkc, "quote-1", port)), fx.Provide(helloServer),
-		fxmodule.Discovery, fxmodule.GoKitRegistration("/services"))
+		fxmodule.Discovery, fxmodule.GoKitRegistration(zkc.services()))
 
 	client, err := kitzk.NewClient(zkc.Addrs(), log.NewNopLogger(), kitzk.EventHandler(func(zk.Event) {}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer client.Stop()
-	in, err := kitzk.NewInstancer(client, "/services/quote", log.NewNopLogger())
+	in, err := kitzk.NewInstancer(client, zkc.services()+"/quote", log.NewNopLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,12 +74,12 @@ func TestGoKitRegistrationIsReadByAStockGoKitConsumer(t *testing.T) {
 	want := "127.0.0.1:" + strconv.Itoa(port)
 	waitKit(t, ch, "it lists "+want, func(got []string) bool { return slices.Contains(got, want) })
 	conn := testutil.ZKConn(t, zkc.Addrs())
-	if !exists(t, conn, "/services/quote/quote-1") || !exists(t, conn, "/services/quote/"+sd.GoKitTwinPrefix+"quote-1") {
+	if !exists(t, conn, zkc.path("quote", "quote-1")) || !exists(t, conn, zkc.path("quote", sd.GoKitTwinPrefix+"quote-1")) {
 		t.Fatal("want the Curator node and its go-kit twin while the provider runs")
 	}
 	app.RequireStop()
 	waitKit(t, ch, "it lists nothing", func(got []string) bool { return len(got) == 0 })
-	if exists(t, conn, "/services/quote/quote-1") || exists(t, conn, "/services/quote/"+sd.GoKitTwinPrefix+"quote-1") {
+	if exists(t, conn, zkc.path("quote", "quote-1")) || exists(t, conn, zkc.path("quote", sd.GoKitTwinPrefix+"quote-1")) {
 		t.Error("a node is left after the stop")
 	}
 }
@@ -116,10 +115,10 @@ func TestConfigMetadataRefusesTheDrainMarks(t *testing.T) {
 // Registrar registered, beside gracekit's, and counts no node malformed.
 func TestReadGoKitNodesRoutesToGoKitProviders(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
-	kitAddr := goKitProvider(t, zkc)
+	zkc := sharedZK(t)
+	kitAddr := goKitProvider(t, zkc, zkc.services())
 
-	in, ch := readQuote(t, fxmodule.Config{ZKServers: zkc.ConnectString()}, fxmodule.ReadGoKitNodes())
+	in, ch := readQuote(t, zkc.config(), fxmodule.ReadGoKitNodes())
 	waitKit(t, ch, "it lists the go-kit provider", func(got []string) bool {
 		return slices.Equal(got, []string{kitAddr})
 	})
@@ -140,15 +139,16 @@ func TestReadGoKitNodesRoutesToGoKitProviders(t *testing.T) {
 // The stop empties every list.
 func TestAMigratingProviderIsListedByCuratorGoKitAndGracekit(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
-	kitAddr := goKitProvider(t, zkc)
+	zkc := sharedZK(t)
+	kitPath, curatorBase := zkc.base+"/services", zkc.base+"/discovery"
+	kitAddr := goKitProvider(t, zkc, kitPath)
 
 	port := testutil.FreePort(t)
 	cfg := providerConfig(zkc, "quote-1", port)
-	cfg.BasePath = "/discovery"
-	prov := fxtest.New(t, fx.Supply(cfg), fx.Provide(helloServer), fxmodule.Discovery, fxmodule.GoKitRegistration("/services"))
-	kitCh := testutil.GoKitEvents(t, zkc.Addrs(), "/services/quote")
-	in, ch := readQuote(t, fxmodule.Config{ZKServers: zkc.ConnectString(), BasePath: "/services"}, fxmodule.ReadGoKitTwins())
+	cfg.BasePath = curatorBase
+	prov := fxtest.New(t, fx.Supply(cfg), fx.Provide(helloServer), fxmodule.Discovery, fxmodule.GoKitRegistration(kitPath))
+	kitCh := testutil.GoKitEvents(t, zkc.Addrs(), kitPath+"/quote")
+	in, ch := readQuote(t, fxmodule.Config{ZKServers: zkc.ConnectString(), BasePath: kitPath}, fxmodule.ReadGoKitTwins())
 
 	prov.RequireStart()
 	want := "127.0.0.1:" + strconv.Itoa(port)
@@ -161,11 +161,11 @@ func TestAMigratingProviderIsListedByCuratorGoKitAndGracekit(t *testing.T) {
 		t.Errorf("gracekit's consumer counted %d nodes malformed, want 0", st.Malformed)
 	}
 	curator := testutil.NewCurator(t, zkc.ConnectString())
-	got, err := curator.List(t, "/discovery", "quote")
+	got, err := curator.List(t, curatorBase, "quote")
 	if err != nil || !slices.Equal(got, []string{"quote-1 127.0.0.1 " + strconv.Itoa(port) + " null UP"}) {
-		t.Fatalf("Curator's queryForInstances under /discovery: %q, %v; want quote-1, UP", got, err)
+		t.Fatalf("Curator's queryForInstances under %s: %q, %v; want quote-1, UP", curatorBase, got, err)
 	}
-	if got, err := curator.List(t, "/services", "quote"); err == nil {
+	if got, err := curator.List(t, kitPath, "quote"); err == nil {
 		t.Errorf("Curator's queryForInstances under go-kit's path: %q, want the failure MIGRATING.md states", got)
 	} else {
 		t.Logf("Curator under go-kit's path, as documented: %v", err)
@@ -174,7 +174,7 @@ func TestAMigratingProviderIsListedByCuratorGoKitAndGracekit(t *testing.T) {
 	prov.RequireStop()
 	waitKit(t, kitCh, "go-kit's consumer lists the go-kit provider only", func(got []string) bool { return slices.Equal(got, []string{kitAddr}) })
 	waitKit(t, ch, "gracekit's consumer lists the go-kit provider only", func(got []string) bool { return slices.Equal(got, []string{kitAddr}) })
-	if got, err := curator.List(t, "/discovery", "quote"); err != nil || len(got) != 0 {
+	if got, err := curator.List(t, curatorBase, "quote"); err != nil || len(got) != 0 {
 		t.Fatalf("Curator after the stop: %q, %v; want no instance", got, err)
 	}
 }
@@ -198,10 +198,9 @@ func readQuote(t *testing.T, cfg fxmodule.Config, read fx.Option) (*sd.Instancer
 	return in, ch
 }
 
-// goKitProvider serves HTTP and registers it under /services/quote with
-// go-kit's own sd/zk Registrar, until the test ends; it returns the
-// instance string.
-func goKitProvider(t *testing.T, zkc *zktest.Cluster) string {
+// goKitProvider serves HTTP and registers it under path/quote with go-kit's
+// own sd/zk Registrar, until the test ends; it returns the instance string.
+func goKitProvider(t *testing.T, zkc *zkEnv, path string) string {
 	t.Helper()
 	kit := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "go-kit") }))
 	t.Cleanup(kit.Close)
@@ -211,7 +210,7 @@ func goKitProvider(t *testing.T, zkc *zktest.Cluster) string {
 	}
 	t.Cleanup(client.Stop)
 	addr := strings.TrimPrefix(kit.URL, "http://")
-	kitzk.NewRegistrar(client, kitzk.Service{Path: "/services", Name: "quote", Data: []byte(addr)}, log.NewNopLogger()).Register()
+	kitzk.NewRegistrar(client, kitzk.Service{Path: path, Name: "quote", Data: []byte(addr)}, log.NewNopLogger()).Register()
 	return addr
 }
 
@@ -227,15 +226,16 @@ func goKitProvider(t *testing.T, zkc *zktest.Cluster) string {
 // kept a share of its calls on it.
 func TestAStockGoKitConsumerStopsCallingADrainedSickOrStoppingMigratingProvider(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
-	kitAddr := goKitProvider(t, zkc)
+	zkc := sharedZK(t)
+	kitPath, curatorBase := zkc.base+"/services", zkc.base+"/discovery"
+	kitAddr := goKitProvider(t, zkc, kitPath)
 	conn := testutil.ZKConn(t, zkc.Addrs())
 
 	port := testutil.FreePort(t)
 	cfg := providerConfig(zkc, "m1", port)
 	// Curator nodes apart from go-kit's path, where go-kit's consumer would
 	// read the JSON as an instance string (docs/MIGRATING.md).
-	cfg.BasePath = "/discovery"
+	cfg.BasePath = curatorBase
 	cfg.HealthInterval, cfg.HealthFailures, cfg.HealthPasses, cfg.HealthHold = 20*time.Millisecond, 1, 1, time.Millisecond
 	var sick atomic.Bool
 	check := fxmodule.HealthCheck(func(context.Context) error {
@@ -249,7 +249,7 @@ func TestAStockGoKitConsumerStopsCallingADrainedSickOrStoppingMigratingProvider(
 		mux.HandleFunc("/hello", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "m1") })
 		return &http.Server{Handler: mux, ReadHeaderTimeout: time.Second}
 	}
-	app := fx.New(fx.NopLogger, fx.Supply(cfg, check), fx.Provide(server), fxmodule.Discovery, fxmodule.GoKitRegistration("/services"))
+	app := fx.New(fx.NopLogger, fx.Supply(cfg, check), fx.Provide(server), fxmodule.Discovery, fxmodule.GoKitRegistration(kitPath))
 	if err := app.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func TestAStockGoKitConsumerStopsCallingADrainedSickOrStoppingMigratingProvider(
 		t.Fatal(err)
 	}
 	defer client.Stop()
-	in, err := kitzk.NewInstancer(client, "/services/quote", log.NewNopLogger())
+	in, err := kitzk.NewInstancer(client, kitPath+"/quote", log.NewNopLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +313,7 @@ func TestAStockGoKitConsumerStopsCallingADrainedSickOrStoppingMigratingProvider(
 		t.Fatal("m1 served none of 20 calls while in rotation")
 	}
 
-	curatorPath := "/discovery/quote/m1"
+	curatorPath := curatorBase + "/quote/m1"
 	rewrite := func(f func(sd.Codec, string, string, []byte) ([]byte, error)) {
 		data, stat, err := conn.Get(curatorPath)
 		if err != nil {

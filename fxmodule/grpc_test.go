@@ -17,7 +17,6 @@ import (
 	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/provider"
 	"github.com/gracekit/gracekit/sd"
-	"github.com/gracekit/gracekit/zktest"
 )
 
 func newGRPCServer(o fxmodule.GRPCServerOptions) *grpc.Server {
@@ -30,14 +29,14 @@ func newGRPCServer(o fxmodule.GRPCServerOptions) *grpc.Server {
 // registered at GRPCPort, health following readiness, calls counted.
 func TestDiscoveryServesAGRPCOnlyApp(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	conn := testutil.ZKConn(t, zkc.Addrs())
 	cfg := providerConfig(zkc, "grpc-1", 0)
 	cfg.GRPCPort = testutil.FreePort(t)
 	var p *provider.Provider
 	app := fxtest.New(t, fx.Supply(cfg), fx.Provide(newGRPCServer), fxmodule.Discovery, fx.Populate(&p))
 	app.RequireStart()
-	data, _, err := conn.Get("/services/quote/grpc-1")
+	data, _, err := conn.Get(zkc.path("quote", "grpc-1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +61,7 @@ func TestDiscoveryServesAGRPCOnlyApp(t *testing.T) {
 		t.Fatalf("health: %v, %v", r.GetStatus(), err)
 	}
 	app.RequireStop()
-	if exists(t, conn, "/services/quote/grpc-1") {
+	if exists(t, conn, zkc.path("quote", "grpc-1")) {
 		t.Fatal("registered after stop")
 	}
 	if r := p.Report(); r.Err != nil || r.AfterDeregistration != 0 {
@@ -81,18 +80,18 @@ func TestAGRPCAppWithoutGRPCPortIsAConfigError(t *testing.T) {
 // gRPC port in its metadata; one stop ends both.
 func TestDiscoveryServesHTTPAndGRPCAsOneInstance(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	conn := testutil.ZKConn(t, zkc.Addrs())
 	port := testutil.FreePort(t)
 	cfg := providerConfig(zkc, "both-1", port)
 	cfg.GRPCPort = testutil.FreePort(t)
 	app := fxtest.New(t, fx.Supply(cfg), fx.Provide(helloServer, newGRPCServer), fxmodule.Discovery)
 	app.RequireStart()
-	children, _, err := conn.Children("/services/quote")
+	children, _, err := conn.Children(zkc.services() + "/quote")
 	if err != nil || len(children) != 1 {
 		t.Fatalf("registrations %v (%v), want one", children, err)
 	}
-	data, _, err := conn.Get("/services/quote/both-1")
+	data, _, err := conn.Get(zkc.path("quote", "both-1"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,14 +15,13 @@ import (
 	"github.com/gracekit/gracekit/fxmodule"
 	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/sd"
-	"github.com/gracekit/gracekit/zktest"
 )
 
 // An app's fxmodule.HealthCheck takes the instance out of rotation while it
 // fails (503, OUT_OF_SERVICE in ZooKeeper) and back when it passes.
 func TestAnAppsHealthCheckReachesTheRegistry(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	conn := testutil.ZKConn(t, zkc.Addrs())
 	port := testutil.FreePort(t)
 	cfg := providerConfig(zkc, "healthy", port)
@@ -38,7 +37,7 @@ func TestAnAppsHealthCheckReachesTheRegistry(t *testing.T) {
 	app.RequireStart()
 	defer app.RequireStop()
 	status := func() sd.Status {
-		data, _, err := conn.Get("/services/quote/healthy")
+		data, _, err := conn.Get(zkc.path("quote", "healthy"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/gracekit/gracekit/fxmodule"
 	"github.com/gracekit/gracekit/internal/testutil"
-	"github.com/gracekit/gracekit/zktest"
 )
 
 func configErr(t *testing.T, err error, field string) *fxmodule.ConfigError {
@@ -66,7 +65,7 @@ func TestABadFlushAudienceIsAConfigError(t *testing.T) {
 // the order of the options, and stops after the instance stopped serving.
 func TestAHookAppendedByARootInvokeRunsBeforeRegistration(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	conn := testutil.ZKConn(t, zkc.Addrs())
 	port := testutil.FreePort(t)
 	var (
@@ -86,12 +85,12 @@ func TestAHookAppendedByARootInvokeRunsBeforeRegistration(t *testing.T) {
 	userHook := fx.Invoke(func(lc fx.Lifecycle) {
 		lc.Append(fx.Hook{
 			OnStart: func(context.Context) error {
-				registeredAt.Store(exists(t, conn, "/services/quote/ordered"))
+				registeredAt.Store(exists(t, conn, zkc.path("quote", "ordered")))
 				built.Store(true)
 				return nil
 			},
 			OnStop: func(context.Context) error {
-				stillListed.Store(exists(t, conn, "/services/quote/ordered"))
+				stillListed.Store(exists(t, conn, zkc.path("quote", "ordered")))
 				return nil
 			},
 		})
@@ -125,7 +124,7 @@ func TestAHookAppendedByARootInvokeRunsBeforeRegistration(t *testing.T) {
 // registered, and Discovery's start never ran.
 func TestAFailingLaterHookLeavesNothingRegistered(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	conn := testutil.ZKConn(t, zkc.Addrs())
 	app := fx.New(fx.NopLogger, fxmodule.Discovery, fx.Supply(providerConfig(zkc, "failing", testutil.FreePort(t))), fx.Provide(helloServer),
 		fx.Invoke(func(lc fx.Lifecycle) {
@@ -134,7 +133,7 @@ func TestAFailingLaterHookLeavesNothingRegistered(t *testing.T) {
 	if err := app.Start(context.Background()); err == nil {
 		t.Fatal("Start succeeded although a hook failed")
 	}
-	if exists(t, conn, "/services/quote/failing") {
+	if exists(t, conn, zkc.path("quote", "failing")) {
 		t.Fatal("registered although the app failed to start")
 	}
 	_ = app.Stop(context.Background())

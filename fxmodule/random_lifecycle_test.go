@@ -19,7 +19,6 @@ import (
 	"github.com/gracekit/gracekit/lifecycle"
 	"github.com/gracekit/gracekit/provider"
 	"github.com/gracekit/gracekit/sd"
-	"github.com/gracekit/gracekit/zktest"
 )
 
 // The randomized lifecycle test under fx: random sequences of an app's
@@ -32,7 +31,7 @@ import (
 // (testutil.OwnGoroutines: the seeds run in parallel).
 func TestRandomFxLifecycleSequencesLeakNothing(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	for _, seed := range []uint64{1, 7, 42, 2026} {
 		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
 			t.Parallel()
@@ -85,7 +84,7 @@ func TestRandomFxLifecycleSequencesLeakNothing(t *testing.T) {
 					err := op.do(ctx)
 					cancel()
 					t.Logf("%d. %s: %v (provider %s, consumer %s, session %s)", step, op.name, err, p.State(), c.State(), sess.State())
-					if p.State() != lifecycle.StateStarted && exists(t, observer, "/services/quote/"+id) {
+					if p.State() != lifecycle.StateStarted && exists(t, observer, zkc.path("quote", id)) {
 						t.Fatalf("registered while the provider is %s", p.State())
 					}
 					if failHook && p.State() == lifecycle.StateStarted {
@@ -100,7 +99,7 @@ func TestRandomFxLifecycleSequencesLeakNothing(t *testing.T) {
 				for _, stop := range []func(context.Context) error{p.Stop, c.Stop} {
 					_ = stop(ctx)
 				}
-				nodeStaysGoneFx(t, observer, "/services/quote/"+id)
+				nodeStaysGoneFx(t, observer, zkc.path("quote", id))
 				testutil.WaitFor(t, "the session closed", func() bool {
 					st := sess.State()
 					return st == lifecycle.StateNew || st == lifecycle.StateStopped || st == lifecycle.StateFailed

@@ -13,7 +13,6 @@ import (
 
 	"github.com/gracekit/gracekit/fxmodule"
 	"github.com/gracekit/gracekit/internal/testutil"
-	"github.com/gracekit/gracekit/zktest"
 )
 
 // A quickstart run with nothing set fails to build with one error that
@@ -86,7 +85,7 @@ func TestWithoutALoggerTheModuleLogsToSlogDefault(t *testing.T) {
 	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
 	t.Cleanup(func() { slog.SetDefault(prev) })
 
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	app := fxtest.New(t, fx.Supply(providerConfig(zkc, "quote-1", testutil.FreePort(t))), fx.Provide(helloServer), fxmodule.Discovery)
 	app.RequireStart()
 	if !strings.Contains(buf.String(), "msg=registered") {

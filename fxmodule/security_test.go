@@ -31,8 +31,9 @@ func TestProviderAndConsumerOverTLSAndSASL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tlsZK := zktest.New(t, zktest.TLS(pki))
-	saslZK := zktest.New(t, zktest.SASL(map[string]string{"quote": "q-pass"}))
+	// Servers of their own: TLS and SASL are the server's configuration.
+	tlsZK := ownZK(t, zktest.TLS(pki))
+	saslZK := ownZK(t, zktest.SASL(map[string]string{"quote": "q-pass"}))
 	tests := []struct {
 		name string
 		give func(fxmodule.Config) fxmodule.Config

@@ -63,7 +63,7 @@ func gatewayApp(t *testing.T, zkc *zktest.Cluster, id, dir string, requireLive b
 // (SnapshotRequireLive), it is not ready until its view turns live.
 func TestAnFxGatewayStartsFromItsSnapshotWhileZooKeeperIsDown(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := zktest.New(t) // of its own: the test stops it
 	conn := testutil.ZKConn(t, zkc.Addrs())
 	for _, p := range []string{"/services", "/services/quote"} {
 		if _, err := conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {

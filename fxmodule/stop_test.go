@@ -24,7 +24,6 @@ import (
 	"github.com/gracekit/gracekit/lifecycle"
 	"github.com/gracekit/gracekit/provider"
 	"github.com/gracekit/gracekit/sd"
-	"github.com/gracekit/gracekit/zktest"
 )
 
 // records is a slog.Handler that keeps every record.
@@ -62,7 +61,7 @@ func (r *records) warnings(s string) []string {
 // once fxmodule.StopTimeout set fx's timeout and the budget.
 func TestStopTimeoutWarningFiresOnlyWhenTheDeadlineIsReallyShort(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	tests := []struct {
 		name     string
 		stopCtx  time.Duration // zero: fxtest's RequireStop, with fx's stop timeout
@@ -104,7 +103,7 @@ func TestStopTimeoutWarningFiresOnlyWhenTheDeadlineIsReallyShort(t *testing.T) {
 // the deadline, with the flush to a gateway that never answers skipped.
 func TestStopWithAShortDeadlineStillDeregistersDrainsAndClosesTheSession(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	release := make(chan struct{})
 	slowGateway := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		select {
@@ -145,7 +144,7 @@ func TestStopWithAShortDeadlineStillDeregistersDrainsAndClosesTheSession(t *test
 		t.Fatal(err)
 	}
 	conn := testutil.ZKConn(t, zkc.Addrs())
-	if !exists(t, conn, "/services/quote/quote-1") {
+	if !exists(t, conn, zkc.path("quote", "quote-1")) {
 		t.Fatal("node missing after start")
 	}
 
@@ -175,7 +174,7 @@ func TestStopWithAShortDeadlineStillDeregistersDrainsAndClosesTheSession(t *test
 	if !errors.Is(err, lifecycle.ErrSkipped) {
 		t.Errorf("Stop = %v, want the steps that did not fit skipped", err)
 	}
-	if exists(t, conn, "/services/quote/quote-1") {
+	if exists(t, conn, zkc.path("quote", "quote-1")) {
 		t.Error("the node is still registered")
 	}
 	select {
@@ -200,7 +199,7 @@ func TestStopWithAShortDeadlineStillDeregistersDrainsAndClosesTheSession(t *test
 // exceeded".
 func TestStartWithADuplicateInstanceIDShowsTheConflictBeforeFxGivesUp(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	var sess *sd.Session
 	a := fxtest.New(t, fx.Supply(providerConfig(zkc, "quote-1", testutil.FreePort(t))), fx.Provide(helloServer),
 		fxmodule.Discovery, fx.Populate(&sess))
@@ -237,8 +236,8 @@ func TestStartWithADuplicateInstanceIDShowsTheConflictBeforeFxGivesUp(t *testing
 	if !errors.As(err, &ce) {
 		t.Fatalf("Start = %v, want a *sd.ConflictError", err)
 	}
-	if ce.Path != "/services/quote/quote-1" || ce.Owner != first.SessionID() {
-		t.Errorf("conflict on %s held by 0x%x, want /services/quote/quote-1 held by 0x%x", ce.Path, ce.Owner, first.SessionID())
+	if ce.Path != zkc.path("quote", "quote-1") || ce.Owner != first.SessionID() {
+		t.Errorf("conflict on %s held by 0x%x, want %s held by 0x%x", ce.Path, ce.Owner, zkc.path("quote", "quote-1"), first.SessionID())
 	}
 	t.Log(err)
 	// fx stopped what had started; the failed start undid itself.
@@ -249,16 +248,16 @@ func TestStartWithADuplicateInstanceIDShowsTheConflictBeforeFxGivesUp(t *testing
 // Instancer of an empty, healthy service; a missing service is empty.
 func TestConsumerInstancerReturnsTheErrorOfAFailedFirstLoad(t *testing.T) {
 	t.Parallel()
-	zkc := zktest.New(t)
+	zkc := sharedZK(t)
 	conn := testutil.ZKConn(t, zkc.Addrs())
-	if _, err := conn.Create("/services", nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+	if _, err := conn.Create(zkc.services(), nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
 		t.Fatal(err)
 	}
-	if _, err := conn.Create("/services/secret", nil, 0, zk.DigestACL(zk.PermAll, "owner", "password")); err != nil {
+	if _, err := conn.Create(zkc.services()+"/secret", nil, 0, zk.DigestACL(zk.PermAll, "owner", "password")); err != nil {
 		t.Fatal(err)
 	}
 	var c *consumer.Consumer
-	app := fxtest.New(t, fx.Supply(fxmodule.Config{ZKServers: zkc.ConnectString()}), fxmodule.Consumer, fx.Populate(&c))
+	app := fxtest.New(t, fx.Supply(zkc.config()), fxmodule.Consumer, fx.Populate(&c))
 	app.RequireStart()
 	defer app.RequireStop()
 
