@@ -855,9 +855,17 @@ func (c *Client) Close() {
 	if !already {
 		close(c.done)
 	}
-	if ws != nil {
-		ws.close()
-	}
+	// Both sessions wait for the server to answer their close (a second at
+	// most each): at once, not one after the other, so that a loaded
+	// server costs a stop's session step one wait, not two.
+	wsClosed := make(chan struct{})
+	go func() { // owned by Close, which waits for it
+		defer close(wsClosed)
+		if ws != nil {
+			ws.close()
+		}
+	}()
+	defer func() { <-wsClosed }()
 	deadline := time.Now().Add(closeWait)
 	<-c.zkReady // at once: connectWhenWanted sees done
 	if !already && c.conn != nil {
