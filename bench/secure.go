@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	kitsd "github.com/go-kit/kit/sd"
@@ -17,13 +18,25 @@ import (
 
 // The secure suite: what TLS and SASL cost. One server with a TLS port
 // beside its plaintext one (both on the Netty factory, so that only TLS
-// differs) loads n1000 over each in alternating rounds, and opens sessions
-// plaintext, over TLS (client certificate), over SASL DIGEST-MD5 and over
-// both. A second server requires SASL (sessionRequireClientSASLAuth): its
+// differs) loads n1000 over each in alternating rounds, twice a round: on
+// a new Client (cold: its handshake counts) and with a new Instancer on a
+// Client whose watch session is up (warm: what a long-lived consumer pays
+// to watch one more service), counting the connections each load opened.
+// It opens sessions plaintext, over TLS (client certificate), over SASL
+// DIGEST-MD5 and over both. A second server requires SASL (sessionRequireClientSASLAuth): its
 // sessions are the SASL ones.
 func init() { register("secure", runSecure) }
 
 const secureUser, securePassword = "bench", "bench-password"
+
+// secureWarmup is how many untimed rounds of loads come first. The
+// server's TLS code (the JDK's ciphers and key exchange, Netty's
+// SslHandler) runs interpreted until its JIT has compiled it, which takes
+// some dozens of TLS loads: after two warm-up rounds, a load over TLS on a
+// warm Client took 29 ms in the first 25 rounds and 7 to 9 ms from the
+// 50th on (plaintext 7 then 4.5 ms). A production server compiled it long
+// ago; the figures are of a cold client, not of a cold server.
+const secureWarmup = loadRuns
 
 func runSecure() error {
 	dir, err := os.MkdirTemp("", "gracekit-bench-secure-")
@@ -49,30 +62,65 @@ func runSecure() error {
 	if err := populate(writer, "load1000", n); err != nil {
 		return err
 	}
+	// Every connection either side's Clients open goes through dials, which
+	// counts them: the connections a load opened are part of its cost.
+	var dials atomic.Int64
+	counted := sd.Dialer(func(network, addr string, timeout time.Duration) (net.Conn, error) {
+		dials.Add(1)
+		return net.DialTimeout(network, addr, timeout)
+	})
 	tlsOpt := sd.TLS(sd.TLSConfig{CAFile: pki.CAFile, CertFile: pki.ClientCert, KeyFile: pki.ClientKey})
 	plain := func() (*sd.Client, error) {
-		return sd.NewClient(cluster.ConnectString(), sd.SessionTimeout(30*time.Second))
+		return sd.NewClient(cluster.ConnectString(), sd.SessionTimeout(30*time.Second), counted)
 	}
 	secure := func() (*sd.Client, error) {
-		return sd.NewClient(cluster.SecureConnectString(), sd.SessionTimeout(30*time.Second), tlsOpt)
+		return sd.NewClient(cluster.SecureConnectString(), sd.SessionTimeout(30*time.Second), tlsOpt, counted)
 	}
-	var tlsRuns, plainRuns []float64
-	for run := -2; run < loadRuns; run++ {
-		for _, side := range []struct {
-			mk  func() (*sd.Client, error)
-			out *[]float64
-		}{{secure, &tlsRuns}, {plain, &plainRuns}} {
+	// The warm figure's Clients, one a side for the whole run: each keeps
+	// its watch session up with an Instancer of another service, as a
+	// long-lived consumer's Client does while it watches anything.
+	if err := populate(writer, "held", 1); err != nil {
+		return err
+	}
+	heldTLS, err := heldClient(secure, "held")
+	if err != nil {
+		return err
+	}
+	defer heldTLS.close()
+	heldPlain, err := heldClient(plain, "held")
+	if err != nil {
+		return err
+	}
+	defer heldPlain.close()
+	type side struct {
+		load         func() (time.Duration, error)
+		times, conns *[]float64
+	}
+	var cold, warm struct{ tls, plain, tlsConns, plainConns []float64 }
+	sides := []side{
+		{func() (time.Duration, error) { return loadWith(secure, "load1000", n) }, &cold.tls, &cold.tlsConns},
+		{func() (time.Duration, error) { return loadWith(plain, "load1000", n) }, &cold.plain, &cold.plainConns},
+		{func() (time.Duration, error) { return watchFor(heldTLS.c, "load1000", n, time.Now()) }, &warm.tls, &warm.tlsConns},
+		{func() (time.Duration, error) { return watchFor(heldPlain.c, "load1000", n, time.Now()) }, &warm.plain, &warm.plainConns},
+	}
+	for run := -secureWarmup; run < loadRuns; run++ {
+		for _, s := range sides {
 			quiesce()
-			d, err := loadWith(side.mk, "load1000", n)
+			before := dials.Load()
+			d, err := s.load()
 			if err != nil {
 				return err
 			}
 			if run >= 0 {
-				*side.out = append(*side.out, ms(d))
+				*s.times = append(*s.times, ms(d))
+				*s.conns = append(*s.conns, float64(dials.Load()-before))
 			}
 		}
 	}
-	fmt.Printf("BENCH name=sd_load_tls_n%d tls=%sms plaintext=%sms %s\n", n, num(median(tlsRuns)), num(median(plainRuns)), spread(tlsRuns, plainRuns))
+	fmt.Printf("BENCH name=sd_load_tls_n%d tls=%sms plaintext=%sms %s\n", n, num(median(cold.tls)), num(median(cold.plain)), spread(cold.tls, cold.plain))
+	fmt.Printf("BENCH name=sd_load_tls_conns_n%d tls=%gconns plaintext=%gconns %s\n", n, median(cold.tlsConns), median(cold.plainConns), spread(cold.tlsConns, cold.plainConns))
+	fmt.Printf("BENCH name=sd_load_tls_warm_n%d tls=%sms plaintext=%sms %s\n", n, num(median(warm.tls)), num(median(warm.plain)), spread(warm.tls, warm.plain))
+	fmt.Printf("BENCH name=sd_load_tls_warm_conns_n%d tls=%gconns plaintext=%gconns %s\n", n, median(warm.tlsConns), median(warm.plainConns), spread(warm.tlsConns, warm.plainConns))
 
 	saslCluster, err := zktest.Start(filepath.Join(dir, "sasl"), append(serverOptions, zktest.TLS(pki),
 		zktest.SASL(map[string]string{secureUser: securePassword}), zktest.JVMArgs("-Xmx1g"))...)
@@ -113,6 +161,12 @@ func loadWith(mk func() (*sd.Client, error), service string, n int) (time.Durati
 		return 0, err
 	}
 	defer cl.Close()
+	return watchFor(cl, service, n, start)
+}
+
+// watchFor times a new Instancer of service on cl, from start to its first
+// event with n instances, and stops it.
+func watchFor(cl *sd.Client, service string, n int, start time.Time) (time.Duration, error) {
 	in, err := sd.NewInstancer(cl, service, ourOptions()...)
 	if err != nil {
 		return 0, err
@@ -124,6 +178,41 @@ func loadWith(mk func() (*sd.Client, error), service string, n int) (time.Durati
 	in.Deregister(w.ch)
 	in.Stop()
 	return d, err
+}
+
+// held is a Client whose sessions an Instancer of one service keeps up.
+type held struct {
+	c  *sd.Client
+	in *sd.Instancer
+}
+
+// heldClient makes a Client and watches service (one instance) on it
+// until close.
+func heldClient(mk func() (*sd.Client, error), service string) (*held, error) {
+	cl, err := mk()
+	if err != nil {
+		return nil, err
+	}
+	in, err := sd.NewInstancer(cl, service, ourOptions()...)
+	if err != nil {
+		cl.Close()
+		return nil, err
+	}
+	w := &watcher{ch: make(chan kitsd.Event, 16)}
+	in.Register(w.ch)
+	err = w.await(1)
+	in.Deregister(w.ch)
+	if err != nil {
+		in.Stop()
+		cl.Close()
+		return nil, fmt.Errorf("held client: %w", err)
+	}
+	return &held{cl, in}, nil
+}
+
+func (h *held) close() {
+	h.in.Stop()
+	h.c.Close()
 }
 
 // sessionOpens times go-zookeeper sessions through zkconn's dialer, from

@@ -81,7 +81,7 @@ const MinHandshake = 3 * time.Second
 
 func (l *Layer) handshake(raw net.Conn, d DialFunc, address string, timeout time.Duration) (*tls.Conn, error) {
 	conf := l.tls.Clone()
-	conf.ClientSessionCache = l.sessionCache()
+	conf.ClientSessionCache = serverCache{l.sessionCache(), address}
 	conf.ServerName = l.sec.TLS.ServerName
 	if conf.ServerName == "" {
 		if host, _, err := net.SplitHostPort(address); err == nil {

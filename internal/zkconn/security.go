@@ -145,10 +145,11 @@ type Layer struct {
 	sec   Security
 	tls   *tls.Config // nil without TLS
 	certs *certFiles  // nil without a client certificate
-	// resume holds TLS sessions to resume: a Client opens up to three
-	// connections to a server (its session, its watch session, a bulk
-	// read), and a full handshake costs the server a signature each. It
-	// is replaced when the client certificate changes, so that no
+	// resume holds TLS sessions to resume, per server address (see
+	// serverCache): a Client opens more than one connection to a server
+	// (its session, its watch session, a bulk read, every reconnect), and
+	// a full handshake costs the server a signature and a key exchange
+	// each. It is replaced when the client certificate changes, so that no
 	// connection resumes a session made with the old one.
 	resume atomic.Pointer[tlsCache]
 
@@ -296,6 +297,27 @@ func (l *Layer) Presented() *x509.Certificate {
 }
 
 type tlsCache struct{ tls.ClientSessionCache }
+
+// serverCache is the Layer's session cache as one server's connections see
+// it. crypto/tls keys a session by the server name it checked, which the
+// members of an ensemble share when their certificates carry one name
+// (TLS.ServerName) or they listen on one IP address; but a session is only
+// good with the server that issued it, since each JVM keeps its own ticket
+// keys. Keyed by name alone, a connection to one member offered another's
+// ticket, got a full handshake, and replaced the ticket its neighbour's
+// next connection wanted.
+type serverCache struct {
+	cache tls.ClientSessionCache
+	addr  string
+}
+
+func (c serverCache) Get(key string) (*tls.ClientSessionState, bool) {
+	return c.cache.Get(c.addr + " " + key)
+}
+
+func (c serverCache) Put(key string, cs *tls.ClientSessionState) {
+	c.cache.Put(c.addr+" "+key, cs)
+}
 
 // sessionCache is the cache of TLS sessions to resume, a new one when the
 // client certificate's files changed since the last handshake.

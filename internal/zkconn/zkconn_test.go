@@ -3,7 +3,9 @@ package zkconn_test
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -231,3 +233,81 @@ func TestAClosedConnectionIsNotARefusal(t *testing.T) {
 // dialLimit bounds a test's dial: a loaded JVM's TLS handshake may take
 // seconds, and a refusal ends the dial when it comes, not at the bound.
 const dialLimit = 30 * time.Second
+
+// Each member of an ensemble resumes the TLS session it issued, when the
+// members share a name (one IP address here, as a certificate's one name
+// would be): a session is good only with its issuer, which crypto/tls,
+// keying sessions by name, would offer the other member and then replace.
+// The members are crypto/tls servers with TLS 1.2 (ZooKeeper 3.8's) and
+// ticket keys of their own, as each JVM has; a foreign ticket gets a full
+// handshake from them, as from ZooKeeper.
+func TestEachServerResumesItsOwnTLSSession(t *testing.T) {
+	t.Parallel()
+	pki, err := zktest.NewPKI(filepath.Join(t.TempDir(), "pki"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.LoadX509KeyPair(pki.ServerKeyStore, pki.ServerKeyStore)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caPEM, err := os.ReadFile(pki.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cas := x509.NewCertPool()
+	cas.AppendCertsFromPEM(caPEM)
+	type member struct {
+		addr    string
+		resumed chan bool // per connection, once its handshake is done
+	}
+	var members []member
+	for range 2 {
+		ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{
+			Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: cas,
+			MaxVersion: tls.VersionTLS12,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := member{ln.Addr().String(), make(chan bool, 8)}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				tc := c.(*tls.Conn)
+				if tc.Handshake() == nil {
+					m.resumed <- tc.ConnectionState().DidResume
+				}
+				_ = c.Close()
+			}
+		}()
+		t.Cleanup(func() { ln.Close(); <-done })
+		members = append(members, m)
+	}
+	l, err := zkconn.New(zkconn.Security{TLS: &zkconn.TLS{CAFile: pki.CAFile, CertFile: pki.ClientCert, KeyFile: pki.ClientKey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := l.Wrap(net.DialTimeout)
+	for i, want := range []bool{false, false, true, true, true} {
+		m := members[i%2]
+		c, err := dial("tcp", m.addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.Close()
+		select {
+		case got := <-m.resumed:
+			if got != want {
+				t.Errorf("connection %d, to member %d: resumed %v, want %v", i+1, i%2+1, got, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("connection %d: member %d saw no handshake", i+1, i%2+1)
+		}
+	}
+}
