@@ -84,14 +84,6 @@ func (c *Client) secureDialer(d DialFunc) DialFunc {
 	return DialFunc(c.sec.Wrap(zkconn.DialFunc(d)))
 }
 
-// rawDialer is the dialer option, else net.DialTimeout.
-func (c *Client) rawDialer() DialFunc {
-	if c.opts.dialer != nil {
-		return c.opts.dialer
-	}
-	return net.DialTimeout
-}
-
 // refusedByAll is the last refusal for a setting (an unknown CA, a wrong
 // SASL password, a server that requires SASL) when every server of the
 // ensemble refused the Client so within zkconn.DefaultHold, else nil:
@@ -102,7 +94,7 @@ func (c *Client) refusedByAll() error {
 	if f == nil {
 		return nil
 	}
-	if !c.sec.AllHeld(c.hp.list()) {
+	if !c.sec.AllHeld(c.hp.List()) {
 		return nil
 	}
 	return &noServerError{fmt.Errorf("sd: every ZooKeeper server of %v refused the connection: %w", c.servers, f)}

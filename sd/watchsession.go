@@ -261,7 +261,7 @@ func (ws *watchSession) run() {
 				continue
 			}
 		}
-		servers := ws.c.hp.list()
+		servers := ws.c.hp.List()
 		addr := servers[server%len(servers)]
 		if suspect != "" && !alive.IsZero() && time.Since(alive) >= timeout {
 			zxid := ws.zxid.Load()
@@ -728,7 +728,7 @@ func (c *Client) dialWatch(ctx context.Context, addr string, sid int64, passwd [
 }
 
 // sawZxid notes a zxid the Client's own session saw, for its next
-// handshake (zxidconn.go; bulk sessions go through sawOwnZxid).
+// handshake (zkconn.Fence; bulk sessions go through sawOwnZxid).
 func (c *Client) sawZxid(z int64) {
 	for {
 		old := c.zxid.Load()
