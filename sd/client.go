@@ -938,52 +938,6 @@ func WatchSessionAhead(bool) ClientOption {
 	return clientOptionFunc(func(*clientOptions) error { return nil })
 }
 
-// ownDialing is how the Client's own (go-zookeeper) session dials: the
-// dialer option, TLS and SASL, the zxid fence (its order is the Client's:
-// lost.go), and a read buffer. A dial is refused once the Client is closed,
-// and the socket dialled last is kept for Close: go-zookeeper's Close does
-// not end a handshake waiting on a server that never answers, which would
-// hold its goroutines (and Close) for the session timeout.
-func (c *Client) ownDialing() zkconn.Options {
-	return zkconn.Options{
-		Dial:  zkconn.DialFunc(c.opts.dialer),
-		Layer: c.sec,
-		Admit: func() error {
-			select {
-			case <-c.done:
-				return zk.ErrClosing
-			default:
-				return nil
-			}
-		},
-		Keep: func(conn net.Conn) error {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			if c.closed {
-				return zk.ErrClosing
-			}
-			c.sock = conn
-			return nil
-		},
-		Fence: &zkconn.Fence{
-			Zxid: &c.zxid, ReplyZxid: &c.ownReplyZxid, Timeout: &c.ownTimeout, Refused: &c.ownRefused,
-			Lost: c.ownLost, HandshakeWait: c.handshakeWait,
-		},
-		Buffered: true,
-	}
-}
-
-// minHandshakeWait is the least a handshake is given, whatever the
-// session timeout and the number of servers.
-const minHandshakeWait = time.Second
-
-// handshakeWait bounds the wait for a server's reply to the handshake of
-// the Client's sessions, as ZooKeeper's Java client bounds its connect:
-// the session timeout shared among the servers.
-func (c *Client) handshakeWait() time.Duration {
-	return max(c.opts.sessionTimeout/time.Duration(max(len(c.servers), 1)), minHandshakeWait)
-}
-
 // zk is the Client's own connection (go-zookeeper), which may still be
 // dialling its session; asking for it opens it. Call awaitSettled first:
 // after Close it is nil.

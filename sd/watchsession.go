@@ -711,22 +711,6 @@ func (f *recFeed) settle(gen uint64, names []string, seqs []uint64) (keep []bool
 	return keep, true
 }
 
-// dialWatch opens a read-only session to addr, authenticated as the Client
-// is, resuming session sid when it is not 0. Its handshake sends lastZxid,
-// the highest zxid the caller's session saw in its zxid order (its
-// previous connections and those before an expiry included), so that a
-// server behind what it read refuses it and the caller tries the next one.
-func (c *Client) dialWatch(ctx context.Context, addr string, sid int64, passwd []byte, lastZxid int64, onEvent func(uint64, zkwire.WatcherEvent)) (*zkwire.Conn, error) {
-	var auth []zkwire.Auth
-	if c.opts.user != "" {
-		auth = []zkwire.Auth{{Scheme: "digest", Data: []byte(c.opts.user + ":" + c.opts.password)}}
-	}
-	return zkwire.Dial(ctx, zkwire.Config{
-		Addr: addr, Dial: c.watchDialer(ctx), SessionTimeout: c.opts.sessionTimeout, HandshakeTimeout: c.handshakeWait(),
-		Auth: auth, Session: sid, Passwd: passwd, OnEvent: onEvent, LastZxid: lastZxid,
-	})
-}
-
 // sawZxid notes a zxid the Client's own session saw, for its next
 // handshake (zkconn.Fence; bulk sessions go through sawOwnZxid).
 func (c *Client) sawZxid(z int64) {

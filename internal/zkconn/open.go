@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"time"
+
+	"github.com/gracekit/gracekit/internal/zkwire"
 )
 
 // Options is how one session's connections are made. Every connection
@@ -140,3 +142,10 @@ type lostAddr struct{}
 
 func (lostAddr) Network() string { return "lost" }
 func (lostAddr) String() string  { return "lost-session" }
+
+// Open dials a zkwire session with cfg over Dialer(ctx, o), which replaces
+// cfg.Dial: the watch sessions, bulk reads and probes of sd's Client.
+func Open(ctx context.Context, o Options, cfg zkwire.Config) (*zkwire.Conn, error) {
+	cfg.Dial = Dialer(ctx, o)
+	return zkwire.Dial(ctx, cfg)
+}
