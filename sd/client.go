@@ -910,7 +910,7 @@ func (c *Client) watches() *watchSession {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ws == nil {
-		c.ws = newWatchSession(c)
+		c.ws = newWatchSession(c.watchConfig())
 		if c.closed {
 			c.ws.close()
 		}
