@@ -1,7 +1,6 @@
 package sd
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -229,8 +228,8 @@ type Client struct {
 	acl     []zk.ACL
 	opts    clientOptions
 	logger  *slog.Logger
-	hp      *hostProvider
-	sec     *zkconn.Layer // TLS and SASL on every connection (security.go)
+	hp      *zkconn.HostProvider // one shuffled order for both sessions
+	sec     *zkconn.Layer        // TLS and SASL on every connection (security.go)
 
 	mu        sync.Mutex
 	subs      map[int]func(SessionEvent)
@@ -257,8 +256,8 @@ type Client struct {
 
 	// The own session's loss and sync (lost.go).
 	ownDown      atomic.Int64           // unix nanos since the own session has had no connection; 0 while it has one, and before the first
-	ownTimeout   atomic.Int64           // ms, the session timeout the server granted the own session (zxidconn.go)
-	ownReplyZxid atomic.Int64           // the own session's last reply zxid, which go-zookeeper is handed as 0 (zxidconn.go)
+	ownTimeout   atomic.Int64           // ms, the session timeout the server granted the own session (zkconn.Fence)
+	ownReplyZxid atomic.Int64           // the own session's last reply zxid, which go-zookeeper is handed as 0 (zkconn.Fence)
 	ownRefused   atomic.Pointer[string] // the last server that closed the own session's handshake since it had a connection
 	zmu          sync.Mutex             // orders resetOwnZxid and sawOwnZxid
 	zlineage     uint64                 // counts the own session's losses; under zmu
@@ -396,7 +395,7 @@ func NewClient(connect string, opts ...ClientOption) (*Client, error) {
 	}
 	// One shuffled order for both sessions (Connect's Init of the same
 	// servers keeps it).
-	c.hp = &hostProvider{logger: c.logger}
+	c.hp = zkconn.NewHostProvider(c.logger)
 	if err := c.hp.Init(servers); err != nil {
 		return nil, fmt.Errorf("sd: connect %v: %w", servers, err)
 	}
@@ -419,7 +418,7 @@ func (c *Client) connectWhenWanted() {
 	conn, events, err := zk.Connect(c.servers, c.opts.sessionTimeout,
 		zk.WithLogger(zkLogger{c.logger}),
 		zk.WithLogInfo(false),
-		zk.WithDialer(zk.Dialer(bufferedDialer(c.zxidDialer(c.tracked(c.secureDialer(c.rawDialer())))))), // zxidconn.go, security.go
+		zk.WithDialer(zk.Dialer(zkconn.Dialer(context.Background(), c.ownDialing()))),
 		zk.WithHostProvider(c.hp),
 		zk.WithEventCallback(func(ev zk.Event) {
 			if ev.Type != zk.EventSession {
@@ -572,7 +571,7 @@ func (c *Client) dispatch(ev SessionEvent) {
 // the one wait of the Client's calls; every call path of ours asks it
 // first. Asking is what opens the session. A new session's first call
 // waits for its sync too (syncOwn). (go-zookeeper's watch re-send needs no
-// wait: zxidconn.go.)
+// wait: zkconn.Fence.)
 func (c *Client) awaitSettled(ctx context.Context) error {
 	c.wantSession()
 	var never <-chan time.Time // the connect timeout, while no session ever came
@@ -905,19 +904,6 @@ func (z zkLogger) Printf(format string, args ...any) {
 	z.l.Debug("zk: " + fmt.Sprintf(format, args...))
 }
 
-// bufferedDialer wraps connections with a read buffer: go-zookeeper reads
-// each response with two small reads, a syscall each; a load of thousands
-// of nodes then spends more time in read(2) than anywhere else.
-func bufferedDialer(d DialFunc) DialFunc {
-	return func(network, address string, timeout time.Duration) (net.Conn, error) {
-		c, err := d(network, address, timeout)
-		if err != nil {
-			return nil, err
-		}
-		return &bufferedConn{Conn: c, r: bufio.NewReaderSize(c, 64<<10)}, nil
-	}
-}
-
 // wantSession lets the Client dial its own session.
 func (c *Client) wantSession() {
 	c.wantOnce.Do(func() {
@@ -932,7 +918,7 @@ func (c *Client) watches() *watchSession {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ws == nil {
-		c.ws = newWatchSession(c)
+		c.ws = newWatchSession(c.watchConfig())
 		if c.closed {
 			c.ws.close()
 		}
@@ -960,32 +946,6 @@ func WatchSessionAhead(bool) ClientOption {
 	return clientOptionFunc(func(*clientOptions) error { return nil })
 }
 
-// tracked makes d refuse to dial once the Client is closed and keeps the
-// socket it dialled last, which Close closes: go-zookeeper's Close does
-// not end a handshake waiting on a server that never answers, which would
-// hold its goroutines (and Close) for the session timeout.
-func (c *Client) tracked(d DialFunc) DialFunc {
-	return func(network, address string, timeout time.Duration) (net.Conn, error) {
-		select {
-		case <-c.done:
-			return nil, zk.ErrClosing
-		default:
-		}
-		conn, err := d(network, address, timeout)
-		if err != nil {
-			return nil, err
-		}
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if c.closed {
-			_ = conn.Close()
-			return nil, zk.ErrClosing
-		}
-		c.sock = conn
-		return conn, nil
-	}
-}
-
 // zk is the Client's own connection (go-zookeeper), which may still be
 // dialling its session; asking for it opens it. Call awaitSettled first:
 // after Close it is nil.
@@ -1004,10 +964,3 @@ func (c *Client) zkIfAny() *zk.Conn {
 		return nil
 	}
 }
-
-type bufferedConn struct {
-	net.Conn
-	r *bufio.Reader
-}
-
-func (b *bufferedConn) Read(p []byte) (int, error) { return b.r.Read(p) }

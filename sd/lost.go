@@ -2,10 +2,7 @@ package sd
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
-	"io"
-	"net"
 	"time"
 
 	"github.com/gracekit/gracekit/internal/zkwire"
@@ -15,7 +12,7 @@ import (
 //
 // ZooKeeper orders zxids within a session: a session resumed on another
 // server sends the last zxid it saw, and a server behind it refuses it
-// (zxidconn.go, zkwire.Config.LastZxid). Across sessions there is no such
+// (zkconn.Fence, zkwire.Config.LastZxid). Across sessions there is no such
 // order to keep. A session is lost when it has had no live connection for
 // its session timeout and a server that runs is behind it: one restored
 // from an older backup, which would refuse it for ever. Curator's
@@ -207,46 +204,3 @@ type syncCall struct {
 	done chan struct{}
 	err  error // set before done closes
 }
-
-// expiredConn is what a server that no longer holds a session answers to
-// its handshake: a ConnectResponse with session id 0. The own session's
-// dialer hands it to go-zookeeper in place of a connection when the
-// session is lost: go-zookeeper, which never gives a session up by itself,
-// then expires it as it would on the server's word (its watches end, the
-// Registrar and the per-node Instancers hear StateExpired) and dials again
-// for a new session, with zxid 0. Java's client has injectSessionExpiration
-// for the same purpose, which Curator calls when it decides a session is
-// lost.
-type expiredConn struct {
-	resp []byte
-}
-
-func newExpiredConn() *expiredConn {
-	// length 36: protocolVersion 0, timeOut 0, sessionId 0, passwd (16 zero bytes)
-	b := binary.BigEndian.AppendUint32(nil, 36)
-	b = append(b, make([]byte, 16)...)
-	b = binary.BigEndian.AppendUint32(b, 16)
-	return &expiredConn{resp: append(b, make([]byte, 16)...)}
-}
-
-func (e *expiredConn) Read(p []byte) (int, error) {
-	if len(e.resp) == 0 {
-		return 0, io.EOF
-	}
-	n := copy(p, e.resp)
-	e.resp = e.resp[n:]
-	return n, nil
-}
-
-func (e *expiredConn) Write(p []byte) (int, error)      { return len(p), nil }
-func (e *expiredConn) Close() error                     { return nil }
-func (e *expiredConn) LocalAddr() net.Addr              { return lostAddr{} }
-func (e *expiredConn) RemoteAddr() net.Addr             { return lostAddr{} }
-func (e *expiredConn) SetDeadline(time.Time) error      { return nil }
-func (e *expiredConn) SetReadDeadline(time.Time) error  { return nil }
-func (e *expiredConn) SetWriteDeadline(time.Time) error { return nil }
-
-type lostAddr struct{}
-
-func (lostAddr) Network() string { return "lost" }
-func (lostAddr) String() string  { return "lost-session" }

@@ -5,66 +5,24 @@ import (
 	"errors"
 	"runtime"
 	"sync"
-	"time"
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/gracekit/gracekit/internal/zkconn"
 	"github.com/gracekit/gracekit/internal/zkwire"
 )
 
-// bulkSession reads the data of many nodes with ZooKeeper's multiRead
-// (opcode 22, ZooKeeper 3.6+) for the per-node mode's loads, over a
-// short-lived zkwire session of its own on the server of the Client's
-// session (go-zookeeper v1.0.4 has no multiRead), a few requests in all
-// instead of one per node. It sets no watches: the Instancer arms them
-// afterwards, and a change in between shows in what that arming reads.
-// Any failure makes the caller fall back to one read per node.
-//
-// The session is opened ahead (openBulk) so that its handshake overlaps
-// the children listing on the main connection; read waits for it.
+// bulkSession is a zkconn.BulkSession of the own session's zxid order.
 type bulkSession struct {
-	ctx     context.Context
-	cancel  context.CancelFunc
-	timeout time.Duration
-	done    chan struct{} // closed when the handshake ended
-	conn    *zkwire.Conn  // set before done; nil when the handshake failed
-	err     error
-	used    bool
-	once    sync.Once
+	*zkconn.BulkSession
 	lineage uint64 // the own session's zxid order the handshake was in (Client.ownZxid)
 }
 
-// openBulk starts dial, which makes the session. Everything the session
-// does, reads included, ends within timeout, or when ctx ends. Close it.
-func openBulk(ctx context.Context, timeout time.Duration, dial func(context.Context) (*zkwire.Conn, error)) *bulkSession {
-	ctx, cancel := context.WithCancel(ctx)
-	s := &bulkSession{ctx: ctx, cancel: cancel, timeout: timeout, done: make(chan struct{})}
-	go func() {
-		defer close(s.done)
-		dctx, dcancel := context.WithTimeout(ctx, timeout)
-		defer dcancel()
-		s.conn, s.err = dial(dctx)
-	}()
-	return s
-}
-
-// read waits for the handshake and reads the children names of dir with
-// readBulk, handing each batch to got as it arrives, in order, with the
-// index of its first name. One read per session.
-func (s *bulkSession) read(dir string, names []string, got func(first int, reads []zkwire.Read)) error {
-	<-s.done
-	if s.err != nil {
-		return s.err
+// close closes s; it may be called on nil, and twice.
+func (s *bulkSession) close() {
+	if s != nil {
+		s.Close()
 	}
-	if s.used {
-		return errors.New("sd: bulk read: session used")
-	}
-	s.used = true
-	ctx, cancel := context.WithTimeout(s.ctx, s.timeout)
-	defer cancel()
-	// got hands the reads to other goroutines: their frames stay theirs.
-	_, _, err := readBulk(ctx, s.conn, dir, names, false, nil, func(reads []zkwire.Read, lo int, _ bool) { got(lo, reads) })
-	return err
 }
 
 var errBulkIncomplete = errors.New("sd: bulk read: a node was gone or unreadable; the set would not be complete")
@@ -92,7 +50,7 @@ func (in *Instancer) bulkDecode(s *bulkSession, names []string) ([]*entry, error
 		})
 	}
 	complete := true
-	err := s.read(in.dir, names, func(first int, reads []zkwire.Read) {
+	err := s.Read(in.dir, names, func(first int, reads []zkwire.Read) {
 		for i := range reads {
 			complete = complete && reads[i].Err == 0
 		}
@@ -107,8 +65,8 @@ func (in *Instancer) bulkDecode(s *bulkSession, names []string) ([]*entry, error
 	})
 	close(chunks)
 	wg.Wait()
-	if s.conn != nil { // set once read returned
-		in.c.sawOwnZxid(s.lineage, s.conn.LastZxid())
+	if z := s.LastZxid(); z != 0 {
+		in.c.sawOwnZxid(s.lineage, z)
 	}
 	if err == nil && !complete {
 		err = errBulkIncomplete
@@ -117,22 +75,6 @@ func (in *Instancer) bulkDecode(s *bulkSession, names []string) ([]*entry, error
 		return nil, err
 	}
 	return decoded, nil
-}
-
-// close ends the session (closeSession, so the server frees it now rather
-// than at its timeout), interrupting a handshake under way. It may be
-// called on nil, and twice.
-func (s *bulkSession) close() {
-	if s == nil {
-		return
-	}
-	s.once.Do(func() {
-		s.cancel()
-		<-s.done
-		if s.conn != nil {
-			s.conn.Close()
-		}
-	})
 }
 
 // openBulkAhead opens the bulk session of a full load before its listing,
@@ -159,11 +101,10 @@ func (in *Instancer) openBulk() *bulkSession {
 	// It sends the own session's last zxid: it is on the same server, and
 	// reads what the own session's watches are then armed on.
 	lineage, zxid := in.c.ownZxid()
-	s := openBulk(in.ctx, in.c.SessionTimeout(), func(ctx context.Context) (*zkwire.Conn, error) {
+	s := zkconn.OpenBulk(in.ctx, in.c.SessionTimeout(), func(ctx context.Context) (*zkwire.Conn, error) {
 		return in.c.dialWatch(ctx, addr, 0, nil, zxid, nil)
 	})
-	s.lineage = lineage
-	return s
+	return &bulkSession{BulkSession: s, lineage: lineage}
 }
 
 // bulkChunk is how many nodes a decoding goroutine takes at a time.

@@ -1,7 +1,6 @@
 package sd
 
 import (
-	"slices"
 	"testing"
 
 	"github.com/gracekit/gracekit/internal/zkwire"
@@ -58,32 +57,5 @@ func TestANotificationAfterTheListingSentAheadOutlivesTheReRead(t *testing.T) {
 	f.up(&zkwire.Conn{}, 2, 0, nil)
 	if w := f.take(); !w.full || len(w.ops) != 0 || len(f.ops) != 0 {
 		t.Fatalf("after down and up: full=%v ops=%v kept=%v, want a clean re-read", w.full, w.ops, f.ops)
-	}
-}
-
-// recBatches covers every node once, in batches of recBatch at most, four
-// or more when there are enough nodes, the last ones smaller.
-func TestRecBatchesSplitAReadWithASmallTail(t *testing.T) {
-	for n := 1; n <= 25_000; n += 1 + n/50 {
-		sizes := recBatches(n)
-		sum := 0
-		for _, s := range sizes {
-			if s < 1 || s > recBatch {
-				t.Fatalf("n=%d: batch of %d in %v", n, s, sizes)
-			}
-			sum += s
-		}
-		if sum != n {
-			t.Fatalf("n=%d: batches %v read %d", n, sizes, sum)
-		}
-		if n >= 4*recBatchMin && len(sizes) < 4 {
-			t.Fatalf("n=%d: %d batches, want four or more", n, len(sizes))
-		}
-		if k := len(sizes); k > 1 && sizes[k-1] >= sizes[0] {
-			t.Fatalf("n=%d: the last batch is not the smallest: %v", n, sizes)
-		}
-	}
-	if got := recBatches(1000); !slices.Equal(got, []int{400, 300, 200, 100}) {
-		t.Fatalf("recBatches(1000) = %v", got)
 	}
 }

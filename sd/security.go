@@ -1,11 +1,8 @@
 package sd
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net"
-	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -77,21 +74,6 @@ func configError(err error) error {
 	return err
 }
 
-// secureDialer is d with the Client's TLS and SASL: the layer every
-// connection of the Client goes through, under the zxid fence (a fence
-// reads the session's own frames, not TLS records or SASL's).
-func (c *Client) secureDialer(d DialFunc) DialFunc {
-	return DialFunc(c.sec.Wrap(zkconn.DialFunc(d)))
-}
-
-// rawDialer is the dialer option, else net.DialTimeout.
-func (c *Client) rawDialer() DialFunc {
-	if c.opts.dialer != nil {
-		return c.opts.dialer
-	}
-	return net.DialTimeout
-}
-
 // refusedByAll is the last refusal for a setting (an unknown CA, a wrong
 // SASL password, a server that requires SASL) when every server of the
 // ensemble refused the Client so within zkconn.DefaultHold, else nil:
@@ -102,7 +84,7 @@ func (c *Client) refusedByAll() error {
 	if f == nil {
 		return nil
 	}
-	if !c.sec.AllHeld(c.hp.list()) {
+	if !c.sec.AllHeld(c.hp.List()) {
 		return nil
 	}
 	return &noServerError{fmt.Errorf("sd: every ZooKeeper server of %v refused the connection: %w", c.servers, f)}
@@ -112,19 +94,6 @@ func (c *Client) refusedByAll() error {
 // the user.
 func saslACL(user string) zk.ACL {
 	return zk.ACL{Perms: zk.PermAll, Scheme: "sasl", ID: user}
-}
-
-// watchDialer is the dialer of the watch session and bulk reads: without
-// a dialer option, a net.Dialer that ctx ends too, so that a Close ends a
-// dial to a server that drops SYNs at once.
-func (c *Client) watchDialer(ctx context.Context) DialFunc {
-	d := c.opts.dialer
-	if d == nil {
-		d = func(network, address string, timeout time.Duration) (net.Conn, error) {
-			return (&net.Dialer{Timeout: timeout}).DialContext(ctx, network, address)
-		}
-	}
-	return c.secureDialer(d)
 }
 
 // parentACLFix is the zkCli command that gives parent p the Client's ACL.

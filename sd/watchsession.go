@@ -51,7 +51,7 @@ import (
 // A path watched in two modes by one session corrupts the older watch
 // (ZOOKEEPER-4466): this session only ever adds recursive watches.
 type watchSession struct {
-	c      *Client
+	cfg    watchConfig
 	logger *slog.Logger
 
 	ctx    context.Context
@@ -83,7 +83,7 @@ func (ws *watchSession) setState(s State, sid int64, server string) {
 	if State(ws.state.Swap(int32(s))) == s || s == StateUnknown {
 		return
 	}
-	ws.c.dispatchWatch(SessionEvent{State: s, SessionID: sid, Server: server, Time: time.Now()})
+	ws.cfg.onState(SessionEvent{State: s, SessionID: sid, Server: server, Time: time.Now()})
 }
 
 // errAddWatchRefused wraps the server's answer to addWatch when it is not a
@@ -105,9 +105,33 @@ func addWatchRefused(err error) bool {
 	return false
 }
 
-func newWatchSession(c *Client) *watchSession {
+// watchConfig is what a watchSession needs of its Client, handed down so
+// that the session holds no Client: the seam along which it can move to
+// the connection layer (internal/zkconn).
+type watchConfig struct {
+	logger         *slog.Logger
+	sessionTimeout time.Duration
+	// servers is the ensemble in the Client's shuffled order.
+	servers func() []string
+	// dial opens a session to addr (Client.dialWatch).
+	dial func(ctx context.Context, addr string, sid int64, passwd []byte, lastZxid int64, onEvent func(uint64, zkwire.WatcherEvent)) (*zkwire.Conn, error)
+	// behind probes whether the server at addr is behind zxid (lost.go).
+	behind func(ctx context.Context, addr string, zxid int64) (at int64, behind bool)
+	// onState hears each change of the session's state; it must not block.
+	onState func(SessionEvent)
+}
+
+// watchConfig is the Client's side of its watch session.
+func (c *Client) watchConfig() watchConfig {
+	return watchConfig{
+		logger: c.logger, sessionTimeout: c.SessionTimeout(),
+		servers: c.hp.List, dial: c.dialWatch, behind: c.behind, onState: c.dispatchWatch,
+	}
+}
+
+func newWatchSession(cfg watchConfig) *watchSession {
 	ws := &watchSession{
-		c: c, logger: c.logger.With("component", "sd.watch"),
+		cfg: cfg, logger: cfg.logger.With("component", "sd.watch"),
 		subs:  map[string]map[*recFeed]struct{}{},
 		fresh: map[*recFeed]string{},
 		done:  make(chan struct{}),
@@ -242,7 +266,7 @@ func (ws *watchSession) run() {
 	var sid int64 // the session to resume; 0: none
 	var passwd []byte
 	var alive time.Time // when the session was last known alive; zero before the first
-	timeout := ws.c.SessionTimeout()
+	timeout := ws.cfg.sessionTimeout
 	suspect := "" // the last server that refused the session or dropped it before it lived
 	server := 0   // into the Client's shuffled servers
 	for {
@@ -261,11 +285,11 @@ func (ws *watchSession) run() {
 				continue
 			}
 		}
-		servers := ws.c.hp.list()
+		servers := ws.cfg.servers()
 		addr := servers[server%len(servers)]
 		if suspect != "" && !alive.IsZero() && time.Since(alive) >= timeout {
 			zxid := ws.zxid.Load()
-			at, behind := ws.c.behind(ws.ctx, suspect, zxid)
+			at, behind := ws.cfg.behind(ws.ctx, suspect, zxid)
 			if behind {
 				// Lost (see lost.go): no live connection for its timeout,
 				// and a server that runs is behind it. A new session, from
@@ -493,10 +517,10 @@ func (ws *watchSession) reconcile(conn *zkwire.Conn) error {
 // requests in order, so the listings see every write the ensemble
 // committed before the sync.
 func (ws *watchSession) open(addr string, sid int64, passwd []byte) (*zkwire.Conn, map[*recFeed]*zkwire.Call, map[string]bool, error) {
-	ctx, cancel := context.WithTimeout(ws.ctx, ws.c.SessionTimeout())
+	ctx, cancel := context.WithTimeout(ws.ctx, ws.cfg.sessionTimeout)
 	defer cancel()
 	zxid := ws.zxid.Load()
-	conn, err := ws.c.dialWatch(ctx, addr, sid, passwd, zxid, ws.route)
+	conn, err := ws.cfg.dial(ctx, addr, sid, passwd, zxid, ws.route)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -711,24 +735,8 @@ func (f *recFeed) settle(gen uint64, names []string, seqs []uint64) (keep []bool
 	return keep, true
 }
 
-// dialWatch opens a read-only session to addr, authenticated as the Client
-// is, resuming session sid when it is not 0. Its handshake sends lastZxid,
-// the highest zxid the caller's session saw in its zxid order (its
-// previous connections and those before an expiry included), so that a
-// server behind what it read refuses it and the caller tries the next one.
-func (c *Client) dialWatch(ctx context.Context, addr string, sid int64, passwd []byte, lastZxid int64, onEvent func(uint64, zkwire.WatcherEvent)) (*zkwire.Conn, error) {
-	var auth []zkwire.Auth
-	if c.opts.user != "" {
-		auth = []zkwire.Auth{{Scheme: "digest", Data: []byte(c.opts.user + ":" + c.opts.password)}}
-	}
-	return zkwire.Dial(ctx, zkwire.Config{
-		Addr: addr, Dial: c.watchDialer(ctx), SessionTimeout: c.opts.sessionTimeout, HandshakeTimeout: c.handshakeWait(),
-		Auth: auth, Session: sid, Passwd: passwd, OnEvent: onEvent, LastZxid: lastZxid,
-	})
-}
-
 // sawZxid notes a zxid the Client's own session saw, for its next
-// handshake (zxidconn.go; bulk sessions go through sawOwnZxid).
+// handshake (zkconn.Fence; bulk sessions go through sawOwnZxid).
 func (c *Client) sawZxid(z int64) {
 	for {
 		old := c.zxid.Load()

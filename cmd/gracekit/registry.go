@@ -63,7 +63,7 @@ func dial(ctx context.Context, cfg config, oneShot bool) (*registry, context.Con
 	if sec == nil {
 		sec, _ = zkconn.New(zkconn.Security{}) // plaintext cannot fail
 	}
-	d := zk.Dialer(sec.Wrap(zkconn.DialFunc(dialer))) // TLS and SASL, as sd's Client dials
+	d := zk.Dialer(zkconn.Dialer(ctx, zkconn.Options{Dial: zkconn.DialFunc(dialer), Layer: sec})) // TLS and SASL, as sd's Client dials
 	r := &registry{chroot: cfg.chroot, base: cfg.basePath, codec: codec, socks: newSockets(d, cfg.servers), drained: make(chan struct{})}
 	ready := make(chan struct{})
 	authFailed := make(chan struct{})

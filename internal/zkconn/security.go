@@ -1,10 +1,14 @@
-// Package zkconn is where every connection gracekit opens to ZooKeeper gets
-// its security: TLS (crypto/tls, PEM files, client certificates re-read when
-// their files change) and SASL DIGEST-MD5, which go-zookeeper v1.0.4 lacks.
-// It works as a dialer wrapper (Layer.Wrap), so that go-zookeeper's session,
-// sd's watch session and bulk reads (internal/zkwire) and the CLI all get it
-// from one place, and it tells a connection the server refused for a
-// setting (an unknown CA, a wrong password) from one that merely failed.
+// Package zkconn is gracekit's connection layer: every connection it opens
+// to ZooKeeper is made by Dialer from one Options. It holds the order in
+// which a client tries the ensemble's servers (HostProvider), the zxid
+// fence of go-zookeeper's session (Fence), and the security every
+// connection gets: TLS (crypto/tls, PEM files, client certificates re-read
+// when their files change) and SASL DIGEST-MD5, which go-zookeeper v1.0.4
+// lacks. The security works as a dialer wrapper (Layer.Wrap), so that
+// go-zookeeper's session, sd's watch session and bulk reads
+// (internal/zkwire) and the CLI all get it from one place, and it tells a
+// connection the server refused for a setting (an unknown CA, a wrong
+// password) from one that merely failed.
 package zkconn
 
 import (

@@ -19,7 +19,7 @@ import (
 	"github.com/gracekit/gracekit/zktest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(zktest.SharedMain(m)) }
 
 // secured is one server with TLS (client auth) and SASL required, for the
 // tests of this package.

@@ -1,38 +1,69 @@
-package sd
+package zkconn
 
 import (
 	"encoding/binary"
 	"errors"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/gracekit/gracekit/internal/zkwire"
 )
 
-// zxidDialer wraps the dialer of the Client's own (go-zookeeper) session
-// in zxidConns.
-func (c *Client) zxidDialer(d DialFunc) DialFunc {
+// Fence is the zxid order of go-zookeeper's session, which its owner (sd's
+// Client) keeps and its fenced connections read and write: the owner hands
+// it down in Options.Fence and reads the same atomics.
+type Fence struct {
+	// Zxid is the highest zxid the session saw since its zxid order
+	// began: each reply raises it, and each handshake sends at least it.
+	Zxid *atomic.Int64
+	// ReplyZxid is the session's last reply zxid, which go-zookeeper is
+	// handed as 0 (see fencedConn); a new session's handshake resets it.
+	ReplyZxid *atomic.Int64
+	// Timeout is set to the session timeout (ms) the server granted.
+	Timeout *atomic.Int64
+	// Refused is set to the server that closed a handshake unanswered.
+	Refused *atomic.Pointer[string]
+	// Lost is asked at each dial: true hands go-zookeeper an expiry
+	// (ExpiredConn) in place of a connection.
+	Lost func() bool
+	// HandshakeWait bounds the wait for a server's reply to a handshake.
+	HandshakeWait func() time.Duration
+}
+
+// saw raises Zxid to z.
+func (f *Fence) saw(z int64) {
+	for {
+		old := f.Zxid.Load()
+		if z <= old || f.Zxid.CompareAndSwap(old, z) {
+			return
+		}
+	}
+}
+
+// fenced wraps d's connections in fencedConns.
+func (f *Fence) fenced(d DialFunc) DialFunc {
 	return func(network, address string, timeout time.Duration) (net.Conn, error) {
-		if c.ownLost() {
-			return newExpiredConn(), nil // lost.go
+		if f.Lost() {
+			return ExpiredConn(), nil
 		}
 		conn, err := d(network, address, timeout)
 		if err != nil {
 			return nil, err
 		}
-		return &zxidConn{Conn: conn, c: c, addr: address}, nil
+		return &fencedConn{Conn: conn, f: f, addr: address}, nil
 	}
 }
 
-// zxidConn is a connection of the Client's own session: it notes the
-// zxid of every reply go-zookeeper reads (Client.sawZxid) and the session
+// fencedConn is a connection of go-zookeeper's session: it notes the
+// zxid of every reply go-zookeeper reads (Fence.Zxid) and the session
 // timeout the server granted, and raises the lastZxidSeen of its
 // handshake, the connection's first write, to the highest zxid the
 // session's zxid order saw. go-zookeeper sends its own last zxid, but sets
 // it to 0 when its session expires, so its first handshake after an expiry
 // would be taken by a server behind what the Client already read. The
-// order starts anew only when the session is lost (lost.go): the dialer
-// then hands go-zookeeper an expiry instead of a connection.
+// order starts anew only when the session is lost (sd's lost.go): the
+// dialer then hands go-zookeeper an expiry instead of a connection.
 //
 // It also hands go-zookeeper every reply with its zxid zeroed, and keeps
 // the zxid itself: go-zookeeper v1.0.4's receive loop writes its last
@@ -46,9 +77,9 @@ func (c *Client) zxidDialer(d DialFunc) DialFunc {
 //
 // go-zookeeper writes from one goroutine at a time, a frame per Write,
 // and reads from one.
-type zxidConn struct {
+type fencedConn struct {
 	net.Conn
-	c       *Client
+	f       *Fence
 	addr    string
 	written bool
 	rel     int64 // relativeZxid for setWatches: the session's last reply zxid before this connection
@@ -61,38 +92,38 @@ type zxidConn struct {
 	lost    bool     // a length made no sense: note nothing more
 }
 
-func (z *zxidConn) Write(p []byte) (int, error) {
+func (z *fencedConn) Write(p []byte) (int, error) {
 	whole := len(p) >= 16 && int(binary.BigEndian.Uint32(p)) == len(p)-4
 	if !z.written {
 		z.written = true
 		// length 4, protocolVersion 4, lastZxidSeen 8, timeOut 4, sessionId 8, ...
 		if whole && len(p) >= 28 {
 			if binary.BigEndian.Uint64(p[20:28]) == 0 {
-				z.c.ownReplyZxid.Store(0) // a new session: go-zookeeper's last zxid starts at 0 too
+				z.f.ReplyZxid.Store(0) // a new session: go-zookeeper's last zxid starts at 0 too
 			}
-			z.rel = z.c.ownReplyZxid.Load()
+			z.rel = z.f.ReplyZxid.Load()
 		}
 		if whole {
 			own := int64(binary.BigEndian.Uint64(p[8:16]))
-			if seen := zkwire.SendZxid(z.c.zxid.Load()); seen > own {
+			if seen := zkwire.SendZxid(z.f.Zxid.Load()); seen > own {
 				return z.rewrite(p, 8, seen)
 			}
 		}
 		return z.Conn.Write(p)
 	}
 	// length 4, xid 4, type 4, relativeZxid 8, ...
-	if whole && len(p) >= 20 && int32(binary.BigEndian.Uint32(p[8:12])) == opSetWatches {
+	if whole && len(p) >= 20 && int32(binary.BigEndian.Uint32(p[8:12])) == OpSetWatches {
 		return z.rewrite(p, 12, z.rel)
 	}
 	return z.Conn.Write(p)
 }
 
-// opSetWatches is the type of go-zookeeper's watch re-send.
-const opSetWatches = 101
+// OpSetWatches is the type of go-zookeeper's watch re-send.
+const OpSetWatches = 101
 
 // rewrite writes p with the 8 bytes at off set to v, leaving the caller's
 // bytes as they were.
-func (z *zxidConn) rewrite(p []byte, off int, v int64) (int, error) {
+func (z *fencedConn) rewrite(p []byte, off int, v int64) (int, error) {
 	q := make([]byte, len(p))
 	copy(q, p)
 	binary.BigEndian.PutUint64(q[off:off+8], uint64(v))
@@ -102,7 +133,7 @@ func (z *zxidConn) rewrite(p []byte, off int, v int64) (int, error) {
 	return len(p), nil
 }
 
-func (z *zxidConn) Read(p []byte) (int, error) {
+func (z *fencedConn) Read(p []byte) (int, error) {
 	n, err := z.Conn.Read(p)
 	if !z.lost {
 		z.scan(p[:n])
@@ -110,8 +141,8 @@ func (z *zxidConn) Read(p []byte) (int, error) {
 	var ne net.Error
 	if err != nil && n == 0 && z.written && !z.replies && z.have == 0 && !(errors.As(err, &ne) && ne.Timeout()) {
 		// The server closed the handshake, as one behind the zxid it sent
-		// does (or one not serving yet): ownLost may ask it which.
-		z.c.ownRefused.Store(&z.addr)
+		// does (or one not serving yet): the owner's Lost may ask it which.
+		z.f.Refused.Store(&z.addr)
 	}
 	return n, err
 }
@@ -119,7 +150,7 @@ func (z *zxidConn) Read(p []byte) (int, error) {
 // scan follows the frames in b, noting each reply header's zxid (the auth
 // replies' aside; pings' too, as zkwire.Conn counts them: see its
 // LastZxid), and zeroes it in b.
-func (z *zxidConn) scan(b []byte) {
+func (z *fencedConn) scan(b []byte) {
 	for len(b) > 0 {
 		if z.skip > 0 {
 			k := min(z.skip, len(b))
@@ -141,7 +172,7 @@ func (z *zxidConn) scan(b []byte) {
 		}
 		k := copy(z.hdr[z.have:], b)
 		if z.replies {
-			// go-zookeeper gets the reply's zxid as 0 (see zxidConn).
+			// go-zookeeper gets the reply's zxid as 0 (see fencedConn).
 			for i := max(8, z.have); i < min(16, z.have+k); i++ {
 				b[i-z.have] = 0
 			}
@@ -154,17 +185,31 @@ func (z *zxidConn) scan(b []byte) {
 			xid := int32(binary.BigEndian.Uint32(z.hdr[4:8]))
 			zxid := int64(binary.BigEndian.Uint64(z.hdr[8:16]))
 			if xid != zkwire.XidAuth {
-				z.c.sawZxid(zxid)
+				z.f.saw(zxid)
 			}
 			if xid >= 0 && zxid > 0 {
-				z.c.ownReplyZxid.Store(zxid) // what go-zookeeper would have kept as its last zxid
+				z.f.ReplyZxid.Store(zxid) // what go-zookeeper would have kept as its last zxid
 			}
 		} else if ms := int32(binary.BigEndian.Uint32(z.hdr[8:12])); ms > 0 {
 			// The ConnectResponse: protocolVersion, timeOut, sessionId, ...
-			z.c.ownTimeout.Store(int64(ms))
+			z.f.Timeout.Store(int64(ms))
 		}
 		z.replies = true
 		z.skip = int(binary.BigEndian.Uint32(z.hdr[:4])) - 12
 		z.have = 0
 	}
+}
+
+// SetReadDeadline bounds the handshake's read by Fence.HandshakeWait until
+// the server's reply begins. go-zookeeper gives it ten times its receive
+// timeout (about 67 s with a 10 s session timeout), and a server that
+// accepts the connection while it starts may never answer it: the Client
+// then waited that long before it tried again, while the server was up.
+func (z *fencedConn) SetReadDeadline(t time.Time) error {
+	if !z.replies && !t.IsZero() {
+		if bound := time.Now().Add(z.f.HandshakeWait()); t.After(bound) {
+			t = bound
+		}
+	}
+	return z.Conn.SetReadDeadline(t)
 }

@@ -1,9 +1,10 @@
-package sd
+package zkconn
 
 import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -32,20 +33,20 @@ func TestBulkSessionCloseInterruptsAHandshake(t *testing.T) {
 		close(accepted)
 	}()
 	const handshakeTimeout = time.Minute
-	s := openBulk(context.Background(), handshakeTimeout, dialBulk(ln.Addr().String(), handshakeTimeout))
+	s := OpenBulk(context.Background(), handshakeTimeout, dialBulk(ln.Addr().String(), handshakeTimeout))
 	c, ok := <-accepted
 	if !ok {
 		t.Fatal("the bulk session never dialled")
 	}
 	defer c.Close()
 	closed := make(chan struct{})
-	go func() { s.close(); s.close(); close(closed) }()
+	go func() { s.Close(); s.Close(); close(closed) }()
 	select {
 	case <-closed:
 	case <-time.After(handshakeTimeout / 2):
 		t.Fatal("close waited for the handshake's timeout")
 	}
-	if err := s.read("", []string{"x"}, func(int, []zkwire.Read) {}); err == nil {
+	if err := s.Read("", []string{"x"}, func(int, []zkwire.Read) {}); err == nil {
 		t.Fatal("a read after close succeeded")
 	}
 }
@@ -69,11 +70,11 @@ func TestBulkSessionReadsBatchesInOrder(t *testing.T) {
 	names, paths = append(names, "gone"), append(paths, dir+"/gone")
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitLimit)
 	defer cancel()
-	s := openBulk(ctx, testutil.WaitLimit, dialBulk(c.Addrs()[0], testutil.WaitLimit))
-	defer s.close()
+	s := OpenBulk(ctx, testutil.WaitLimit, dialBulk(c.Addrs()[0], testutil.WaitLimit))
+	defer s.Close()
 	var firsts []int
 	next := 0
-	err := s.read(dir, names, func(first int, res []zkwire.Read) {
+	err := s.Read(dir, names, func(first int, res []zkwire.Read) {
 		firsts = append(firsts, first)
 		if first != next {
 			t.Errorf("batch at %d, want %d", first, next)
@@ -89,7 +90,7 @@ func TestBulkSessionReadsBatchesInOrder(t *testing.T) {
 		}
 		next = first + len(res)
 	})
-	if err != nil || next != len(paths) || len(firsts) != len(recBatches(len(paths))) {
+	if err != nil || next != len(paths) || len(firsts) != len(batches(len(paths))) {
 		t.Fatalf("read: %v; %d of %d results in batches at %v", err, next, len(paths), firsts)
 	}
 }
@@ -97,5 +98,32 @@ func TestBulkSessionReadsBatchesInOrder(t *testing.T) {
 func dialBulk(addr string, timeout time.Duration) func(context.Context) (*zkwire.Conn, error) {
 	return func(ctx context.Context) (*zkwire.Conn, error) {
 		return zkwire.Dial(ctx, zkwire.Config{Addr: addr, SessionTimeout: timeout})
+	}
+}
+
+// batches covers every node once, in batches of maxBatch at most, four
+// or more when there are enough nodes, the last ones smaller.
+func TestBatchesSplitAReadWithASmallTail(t *testing.T) {
+	for n := 1; n <= 25_000; n += 1 + n/50 {
+		sizes := batches(n)
+		sum := 0
+		for _, s := range sizes {
+			if s < 1 || s > maxBatch {
+				t.Fatalf("n=%d: batch of %d in %v", n, s, sizes)
+			}
+			sum += s
+		}
+		if sum != n {
+			t.Fatalf("n=%d: batches %v read %d", n, sizes, sum)
+		}
+		if n >= 4*batchMin && len(sizes) < 4 {
+			t.Fatalf("n=%d: %d batches, want four or more", n, len(sizes))
+		}
+		if k := len(sizes); k > 1 && sizes[k-1] >= sizes[0] {
+			t.Fatalf("n=%d: the last batch is not the smallest: %v", n, sizes)
+		}
+	}
+	if got := batches(1000); !slices.Equal(got, []int{400, 300, 200, 100}) {
+		t.Fatalf("batches(1000) = %v", got)
 	}
 }

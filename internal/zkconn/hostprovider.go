@@ -1,4 +1,4 @@
-package sd
+package zkconn
 
 import (
 	"context"
@@ -14,13 +14,20 @@ import (
 // lookupTimeout bounds each round of name lookups.
 const lookupTimeout = 3 * time.Second
 
-// hostProvider is a zk.HostProvider that tolerates members whose name does
-// not resolve. Written by hand because go-zookeeper's DNSHostProvider fails
+// NewHostProvider returns a HostProvider that warns on logger of the names
+// that do not resolve. Call Init before anything else.
+func NewHostProvider(logger *slog.Logger) *HostProvider {
+	return &HostProvider{logger: logger}
+}
+
+// HostProvider is a zk.HostProvider that tolerates members whose name does
+// not resolve: the order in which every session of one client (go-zookeeper's
+// and the zkwire ones) tries the ensemble's servers. Written by hand because go-zookeeper's DNSHostProvider fails
 // the whole connect when one name of the connect string does not resolve,
 // so one decommissioned host name kept every client of the ensemble down.
 // Names that fail are looked up again each time the list has been tried
 // through without a connection.
-type hostProvider struct {
+type HostProvider struct {
 	logger *slog.Logger
 	lookup func(ctx context.Context, host string) ([]string, error) // nil: net.DefaultResolver
 
@@ -31,7 +38,7 @@ type hostProvider struct {
 	curr, last int
 }
 
-func (hp *hostProvider) resolve(servers []string) (found, failed []string, errs []error) {
+func (hp *HostProvider) resolve(servers []string) (found, failed []string, errs []error) {
 	lookup := hp.lookup
 	if lookup == nil {
 		lookup = net.DefaultResolver.LookupHost
@@ -59,7 +66,7 @@ func (hp *hostProvider) resolve(servers []string) (found, failed []string, errs 
 // Init implements zk.HostProvider: it fails only when no name resolves.
 // Called again with the same servers (NewClient's Init, then Connect's),
 // it keeps the order it chose.
-func (hp *hostProvider) Init(servers []string) error {
+func (hp *HostProvider) Init(servers []string) error {
 	hp.mu.Lock()
 	again := hp.servers != nil && sameSet(servers, hp.given)
 	hp.mu.Unlock()
@@ -91,14 +98,14 @@ func sameSet(a, b []string) bool {
 }
 
 // Len implements zk.HostProvider.
-func (hp *hostProvider) Len() int {
+func (hp *HostProvider) Len() int {
 	hp.mu.Lock()
 	defer hp.mu.Unlock()
 	return len(hp.servers)
 }
 
 // Next implements zk.HostProvider.
-func (hp *hostProvider) Next() (string, bool) {
+func (hp *HostProvider) Next() (string, bool) {
 	hp.mu.Lock()
 	hp.curr = (hp.curr + 1) % len(hp.servers)
 	retryStart := hp.curr == hp.last
@@ -122,15 +129,15 @@ func (hp *hostProvider) Next() (string, bool) {
 }
 
 // Connected implements zk.HostProvider.
-func (hp *hostProvider) Connected() {
+func (hp *HostProvider) Connected() {
 	hp.mu.Lock()
 	defer hp.mu.Unlock()
 	hp.last = hp.curr
 }
 
-// list is the servers in the order Next hands them out from Init: the
+// List is the servers in the order Next hands them out from Init: the
 // watch session dials them in the same shuffled order.
-func (hp *hostProvider) list() []string {
+func (hp *HostProvider) List() []string {
 	hp.mu.Lock()
 	defer hp.mu.Unlock()
 	return slices.Clone(hp.servers)

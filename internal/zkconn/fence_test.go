@@ -1,24 +1,26 @@
-package sd
+package zkconn
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"io"
 	"math/rand/v2"
 	"net"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
-
-	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/internal/zkwire"
-	"github.com/gracekit/gracekit/zktest"
 )
+
+// newFence is a Fence of its own atomics, for one test.
+func newFence() *Fence {
+	return &Fence{
+		Zxid: new(atomic.Int64), ReplyZxid: new(atomic.Int64), Timeout: new(atomic.Int64), Refused: new(atomic.Pointer[string]),
+		Lost: func() bool { return false }, HandshakeWait: func() time.Duration { return time.Second },
+	}
+}
 
 // frame is a reply frame: length, xid, zxid, err and a body.
 func frame(xid int32, zxid int64, body int) []byte {
@@ -29,7 +31,7 @@ func frame(xid int32, zxid int64, body int) []byte {
 	return append(b, make([]byte, body)...)
 }
 
-// A zxidConn follows go-zookeeper's reply stream however the reads cut it:
+// A fencedConn follows go-zookeeper's reply stream however the reads cut it:
 // the highest reply zxid is noted, a ping's included (see zkwire's
 // LastZxid), the ConnectResponse's bytes and auth replies' zxids are not,
 // and a body that looks like a header is skipped as a body.
@@ -56,17 +58,17 @@ func TestAZxidConnNotesTheHighestReplyZxidWhereverReadsCut(t *testing.T) {
 	}
 	for seed := range uint64(200) {
 		r := rand.New(rand.NewPCG(seed, 1))
-		z := &zxidConn{c: &Client{}}
+		z := &fencedConn{f: newFence()}
 		got := slices.Clone(stream)
 		for rest := got; len(rest) > 0; {
 			n := 1 + r.IntN(min(len(rest), 23))
 			z.scan(rest[:n])
 			rest = rest[n:]
 		}
-		if got := z.c.zxid.Load(); got != 0x108 || z.lost {
+		if got := z.f.Zxid.Load(); got != 0x108 || z.lost {
 			t.Fatalf("seed %d: noted %#x (lost %v), want 0x108, the ping's", seed, got, z.lost)
 		}
-		if own := z.c.ownReplyZxid.Load(); own != 0x106 {
+		if own := z.f.ReplyZxid.Load(); own != 0x106 {
 			t.Fatalf("seed %d: the last reply zxid %#x, want 0x106, the last reply's (as go-zookeeper keeps it)", seed, own)
 		}
 		if !bytes.Equal(got, want) {
@@ -101,8 +103,8 @@ func TestAZxidConnWritesTheReSendsRelativeZxid(t *testing.T) {
 		op      int32
 		want    int64
 	}{
-		{"a resumed session's re-send", 0x77, opSetWatches, 0x300},
-		{"a new session's re-send", 0, opSetWatches, 0},
+		{"a resumed session's re-send", 0x77, OpSetWatches, 0x300},
+		{"a new session's re-send", 0, OpSetWatches, 0},
 		{"another request", 0x77, 4, 0x5},
 	}
 	for _, tt := range tests {
@@ -110,14 +112,14 @@ func TestAZxidConnWritesTheReSendsRelativeZxid(t *testing.T) {
 			client, server := net.Pipe()
 			defer client.Close()
 			defer server.Close()
-			cl := &Client{}
-			cl.ownReplyZxid.Store(0x300)
-			z := &zxidConn{Conn: client, c: cl}
+			f := newFence()
+			f.ReplyZxid.Store(0x300)
+			z := &fencedConn{Conn: client, f: f}
 			go func() { _, _ = io.Copy(io.Discard, io.LimitReader(server, 48)) }()
 			if _, err := z.Write(handshake(tt.session)); err != nil {
 				t.Fatal(err)
 			}
-			cl.ownReplyZxid.Store(0x400) // a reply of this connection: not what the re-send had seen
+			f.ReplyZxid.Store(0x400) // a reply of this connection: not what the re-send had seen
 			p := request(tt.op)
 			got := make(chan []byte, 1)
 			go func() {
@@ -138,7 +140,7 @@ func TestAZxidConnWritesTheReSendsRelativeZxid(t *testing.T) {
 	}
 }
 
-// The handshake's lastZxidSeen is raised to what the Client saw, never
+// The handshake's lastZxidSeen is raised to what the session saw, never
 // lowered, and the caller's bytes are left as they were.
 func TestAZxidConnRaisesTheHandshakesZxid(t *testing.T) {
 	handshake := func(zxid int64) []byte {
@@ -152,7 +154,7 @@ func TestAZxidConnRaisesTheHandshakesZxid(t *testing.T) {
 		seen, own  int64
 		wantOnWire int64
 	}{
-		{"a zxid the Client saw is sent in place of go-zookeeper's 0", 0x200, 0, 0x200},
+		{"a zxid the session saw is sent in place of go-zookeeper's 0", 0x200, 0, 0x200},
 		{"go-zookeeper's own, when higher, stays", 0x200, 0x300, 0x300},
 		{"nothing seen sends go-zookeeper's own", 0, 0x10, 0x10},
 	}
@@ -161,9 +163,9 @@ func TestAZxidConnRaisesTheHandshakesZxid(t *testing.T) {
 			client, server := net.Pipe()
 			defer client.Close()
 			defer server.Close()
-			cl := &Client{}
-			cl.zxid.Store(tt.seen)
-			z := &zxidConn{Conn: client, c: cl}
+			f := newFence()
+			f.Zxid.Store(tt.seen)
+			z := &fencedConn{Conn: client, f: f}
 			p := handshake(tt.own)
 			got := make(chan int64, 1)
 			go func() {
@@ -188,111 +190,5 @@ func TestAZxidConnRaisesTheHandshakesZxid(t *testing.T) {
 				t.Fatalf("the caller's handshake was changed to %#x", own)
 			}
 		})
-	}
-}
-
-// spyConn reports the relativeZxid of every setWatches frame written on it
-// (the bytes on the wire, after zxidConn).
-type spyConn struct {
-	net.Conn
-	setWatches chan<- int64
-}
-
-func (s *spyConn) Write(p []byte) (int, error) {
-	if len(p) >= 20 && int32(binary.BigEndian.Uint32(p[8:12])) == opSetWatches {
-		s.setWatches <- int64(binary.BigEndian.Uint64(p[12:20]))
-	}
-	return s.Conn.Write(p)
-}
-
-// Against a real server: a watch of the own session that a change made
-// while it was disconnected should have fired fires after the reconnect,
-// and one nothing touched does not (a relativeZxid of 0, go-zookeeper's
-// when handed zeroes, would fire it; one too high would miss the change).
-func TestTheOwnSessionsWatchesAfterAReconnectFireForWhatChangedMeanwhileOnly(t *testing.T) {
-	srv, dir := zktest.Shared(t), zktest.UniquePath(t)
-	w := testutil.ZKConn(t, srv.Addrs())
-	for _, p := range []string{dir, dir + "/a"} {
-		if _, err := w.Create(p, []byte("1"), 0, zk.WorldACL(zk.PermAll)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var (
-		mu      sync.Mutex
-		last    net.Conn
-		hold    = make(chan struct{})
-		holding atomic.Bool
-	)
-	setWatches := make(chan int64, 4)
-	dial := func(network, address string, timeout time.Duration) (net.Conn, error) {
-		if holding.Load() {
-			<-hold
-		}
-		conn, err := net.DialTimeout(network, address, timeout)
-		if err != nil {
-			return nil, err
-		}
-		mu.Lock()
-		last = conn
-		mu.Unlock()
-		return &spyConn{Conn: conn, setWatches: setWatches}, nil
-	}
-	c, err := NewClient(srv.ConnectString(), SessionTimeout(10*time.Second), Dialer(dial))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitLimit)
-	defer cancel()
-	if err := c.awaitSettled(ctx); err != nil {
-		t.Fatal(err)
-	}
-	zc := c.zk()
-	_, _, data, err := zc.GetW(dir + "/a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _, children, err := zc.ChildrenW(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := c.ownReplyZxid.Load()
-	if seen <= 0 {
-		t.Fatalf("the last reply zxid %#x after two reads", seen)
-	}
-
-	holding.Store(true) // the reconnect waits for the change
-	mu.Lock()
-	_ = last.Close()
-	mu.Unlock()
-	if _, err := w.Set(dir+"/a", []byte("2"), -1); err != nil {
-		t.Fatal(err)
-	}
-	close(hold)
-
-	select {
-	case rel := <-setWatches:
-		if rel != seen {
-			t.Errorf("setWatches relativeZxid %#x, want %#x, the last reply zxid before the reconnect", rel, seen)
-		}
-	case <-ctx.Done():
-		t.Fatal("no setWatches after the reconnect")
-	}
-	select {
-	case ev := <-data:
-		if ev.Type != zk.EventNodeDataChanged {
-			t.Fatalf("the data watch: %v, want a data change", ev)
-		}
-	case <-ctx.Done():
-		t.Fatal("the change made while disconnected fired no watch after the reconnect")
-	}
-	// The server answers the sync after the re-send's events.
-	if _, err := zc.Sync(dir); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case ev := <-children:
-		t.Fatalf("the children watch fired with nothing changed: %v", ev)
-	default:
 	}
 }
