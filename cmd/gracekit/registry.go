@@ -63,7 +63,13 @@ func dial(ctx context.Context, cfg config, oneShot bool) (*registry, context.Con
 	if sec == nil {
 		sec, _ = zkconn.New(zkconn.Security{}) // plaintext cannot fail
 	}
-	d := zk.Dialer(zkconn.Dialer(ctx, zkconn.Options{Dial: zkconn.DialFunc(dialer), Layer: sec})) // TLS and SASL, as sd's Client dials
+	// TLS and SASL, and the zxid fence, as sd's Client dials: the fence
+	// hands go-zookeeper zeroed reply zxids, so its watch re-send after a
+	// reconnect races with nothing (go-zookeeper/zk#35), and a reconnect
+	// never resumes on a server behind what the command read.
+	fence := &zkconn.Fence{Zxid: new(atomic.Int64), ReplyZxid: new(atomic.Int64), Timeout: new(atomic.Int64), Refused: new(atomic.Pointer[string]),
+		Lost: func() bool { return false }, HandshakeWait: func() time.Duration { return cfg.timeout }}
+	d := zk.Dialer(zkconn.Dialer(ctx, zkconn.Options{Dial: zkconn.DialFunc(dialer), Layer: sec, Fence: fence}))
 	r := &registry{chroot: cfg.chroot, base: cfg.basePath, codec: codec, socks: newSockets(d, cfg.servers), drained: make(chan struct{})}
 	ready := make(chan struct{})
 	authFailed := make(chan struct{})

@@ -33,10 +33,6 @@ const (
 	evExpired      = "expired"      // the watch's session expired; a new one reads everything again
 )
 
-// reconnectSettle lets go-zookeeper re-send its watches after a reconnect
-// before we read (go-zookeeper/zk#35; see sd's reconnectSettle).
-const reconnectSettle = 250 * time.Millisecond // sd's value, which 100 ms failed in CI
-
 // watchEvent is one line of watch -o json.
 type watchEvent struct {
 	Time      msTime `json:"time"`
@@ -357,7 +353,6 @@ type pending struct {
 	unchild  bool            // the children watch fired
 	unexist  bool            // the exists watch fired
 	expired  bool            // every watch is gone
-	settle   bool            // a new connection: let go-zookeeper re-send watches first
 	notes    []watchEvent    // session changes to print, in order
 }
 
@@ -406,7 +401,7 @@ func (w *watcher) onEvent(ev zk.Event) {
 		case zk.StateHasSession:
 			if !w.connected {
 				w.connected = true
-				p.all, p.settle = true, true
+				p.all = true
 			}
 		}
 	case ev.Type == zk.EventNotWatching:
@@ -459,14 +454,6 @@ func (w *watcher) run(ctx context.Context) error {
 	first := true
 	for {
 		p := w.take()
-		if p.settle {
-			t := time.NewTimer(reconnectSettle)
-			select {
-			case <-ctx.Done():
-			case <-t.C:
-			}
-			t.Stop()
-		}
 		if ctx.Err() != nil {
 			return nil
 		}

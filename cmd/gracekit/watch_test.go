@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -264,5 +266,52 @@ func TestWatchGoesOnAfterItsSessionExpired(t *testing.T) {
 	}
 	if n != 1 {
 		t.Fatalf("%d connected lines after one expiry, want 1:\n%s", n, strings.Join(w.out.all(), "\n"))
+	}
+}
+
+// A connection lost within the session: watch says so, reads again on the
+// new connection (a change made meanwhile included), and goes on: its
+// watches were re-sent through the zxid fence, with no settle wait.
+func TestWatchGoesOnAfterALostConnection(t *testing.T) {
+	c := zkServer(t)
+	base := basePath("watch-reconnect")
+	var (
+		mu   sync.Mutex
+		last net.Conn
+		hold = make(chan struct{})
+		held atomic.Bool
+	)
+	dialer = func(network, address string, timeout time.Duration) (net.Conn, error) {
+		if held.Load() {
+			<-hold
+		}
+		conn, err := net.DialTimeout(network, address, timeout)
+		if err == nil {
+			mu.Lock()
+			last = conn
+			mu.Unlock()
+		}
+		return conn, err
+	}
+	t.Cleanup(func() { dialer = defaultDialer })
+	cl := newClient(t, c)
+	register(t, cl, base, sd.Instance{Name: "quote", ID: "a", Address: "127.0.0.1", Port: 8081})
+
+	w := startWatch(t, on(c, base, "quote", "-o", "json", "-timeout", "10s")...)
+	w.wait(t, "watching", is(evWatching, ""))
+	held.Store(true)
+	mu.Lock()
+	_ = last.Close()
+	mu.Unlock()
+	w.wait(t, "disconnected", is(evDisconnected, ""))
+	register(t, cl, base, sd.Instance{Name: "quote", ID: "b", Address: "127.0.0.1", Port: 8082})
+	held.Store(false)
+	close(hold)
+	w.wait(t, "connected", is(evConnected, ""))
+	w.wait(t, "b, registered while disconnected", is(evAdded, "b"))
+	register(t, cl, base, sd.Instance{Name: "quote", ID: "c", Address: "127.0.0.1", Port: 8083})
+	w.wait(t, "c, registered after the reconnect", is(evAdded, "c"))
+	if code := w.stop(t); code != exitOK {
+		t.Fatalf("exit %d", code)
 	}
 }
