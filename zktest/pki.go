@@ -177,3 +177,23 @@ func (p *PKI) fourLetter(addr, cmd string, timeout time.Duration) (string, error
 	b, _ := io.ReadAll(conn) // the server closes after its answer
 	return string(b), nil
 }
+
+// ServerTLS is p's server side as ZooKeeper serves it with
+// ssl.clientAuth=need: the servers' certificate, and a client certificate
+// required and checked against the CA. For the stand-in TLS servers of
+// tests and proxies; set the rest (versions, tickets) on the copy.
+func (p *PKI) ServerTLS() (*tls.Config, error) {
+	pair, err := tls.LoadX509KeyPair(p.ServerKeyStore, p.ServerKeyStore)
+	if err != nil {
+		return nil, fmt.Errorf("zktest: the servers' key store %s: %w", p.ServerKeyStore, err)
+	}
+	ca, err := os.ReadFile(p.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("zktest: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		return nil, fmt.Errorf("zktest: no certificate in %s", p.CAFile)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}, nil
+}

@@ -2,11 +2,9 @@ package main
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"maps"
 	"net"
-	"os"
 	"path/filepath"
 
 	"github.com/go-zookeeper/zk"
@@ -43,17 +41,9 @@ func newZKSecurity(dir string) (*zkSecurity, error) {
 	if s.dial, err = zktls.Wrap(s.client, net.DialTimeout); err != nil {
 		return nil, err
 	}
-	pair, err := tls.LoadX509KeyPair(pki.ServerKeyStore, pki.ServerKeyStore)
-	if err != nil {
-		return nil, fmt.Errorf("the servers' key store: %w", err)
-	}
-	ca, err := os.ReadFile(pki.CAFile)
-	if err != nil {
+	if s.server, err = pki.ServerTLS(); err != nil {
 		return nil, err
 	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca)
-	s.server = &tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
 	s.vars = map[string]string{"GRACEKIT_ZK_TLS_CA": pki.CAFile, "GRACEKIT_ZK_TLS_CERT": pki.ClientCert, "GRACEKIT_ZK_TLS_KEY": pki.ClientKey}
 	return s, nil
 }

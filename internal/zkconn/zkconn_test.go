@@ -3,9 +3,7 @@ package zkconn_test
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -247,26 +245,19 @@ func TestEachServerResumesItsOwnTLSSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, err := tls.LoadX509KeyPair(pki.ServerKeyStore, pki.ServerKeyStore)
+	server, err := pki.ServerTLS()
 	if err != nil {
 		t.Fatal(err)
 	}
-	caPEM, err := os.ReadFile(pki.CAFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cas := x509.NewCertPool()
-	cas.AppendCertsFromPEM(caPEM)
 	type member struct {
 		addr    string
 		resumed chan bool // per connection, once its handshake is done
 	}
 	var members []member
 	for range 2 {
-		ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{
-			Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: cas,
-			MaxVersion: tls.VersionTLS12,
-		})
+		conf := server.Clone() // ticket keys of its own, as each JVM has
+		conf.MaxVersion = tls.VersionTLS12
+		ln, err := tls.Listen("tcp", "127.0.0.1:0", conf)
 		if err != nil {
 			t.Fatal(err)
 		}

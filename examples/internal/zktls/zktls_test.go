@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -25,17 +24,11 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // and echoes each line.
 func echoServer(t *testing.T, pki *zktest.PKI) string {
 	t.Helper()
-	pair, err := tls.LoadX509KeyPair(pki.ServerKeyStore, pki.ServerKeyStore)
+	conf, err := pki.ServerTLS()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca, err := os.ReadFile(pki.CAFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca)
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert})
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", conf)
 	if err != nil {
 		t.Fatal(err)
 	}
