@@ -307,7 +307,10 @@ func TestWatchGoesOnAfterALostConnection(t *testing.T) {
 	register(t, cl, base, sd.Instance{Name: "quote", ID: "b", Address: "127.0.0.1", Port: 8082})
 	held.Store(false)
 	close(hold)
-	w.wait(t, "connected", is(evConnected, ""))
+	// Read again on the new connection: b is counted.
+	if ev := w.wait(t, "connected", is(evConnected, "")); ev.Instances == nil || *ev.Instances != 2 {
+		t.Fatalf("connected: %+v, want the 2 instances read again", ev)
+	}
 	w.wait(t, "b, registered while disconnected", is(evAdded, "b"))
 	register(t, cl, base, sd.Instance{Name: "quote", ID: "c", Address: "127.0.0.1", Port: 8083})
 	w.wait(t, "c, registered after the reconnect", is(evAdded, "c"))
