@@ -84,6 +84,13 @@ type backend struct {
 
 func startBackend(t *testing.T, zkc *zkEnv, id string, metadata map[string]string) *backend {
 	t.Helper()
+	return startBackendSession(t, zkc, id, metadata, 4*time.Second)
+}
+
+// startBackendSession is startBackend whose registration's session lasts
+// session.
+func startBackendSession(t *testing.T, zkc *zkEnv, id string, metadata map[string]string, session time.Duration) *backend {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +103,7 @@ func startBackend(t *testing.T, zkc *zkEnv, id string, metadata map[string]strin
 	go func() { defer close(served); _ = srv.Serve(ln) }()
 	t.Cleanup(func() { srv.Stop(); <-served })
 
-	client, err := sd.NewClient(zkc.ConnectString(), sd.SessionTimeout(4*time.Second))
+	client, err := sd.NewClient(zkc.ConnectString(), sd.SessionTimeout(session))
 	if err != nil {
 		t.Fatal(err)
 	}

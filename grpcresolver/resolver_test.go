@@ -287,10 +287,16 @@ func TestAnEmptySetRightAfterAnOutageIsHeldThenPushed(t *testing.T) {
 	t.Parallel()
 	const hold = 3 * time.Second
 	zkc := ownZK(t)
-	q1 := startBackend(t, zkc, "q1", nil)
+	// q1's session outlives the outage, so that the set read at the
+	// recovery has q1 and its push is when the hold starts. With a short
+	// one, an outage slowed by load expired it: the recovery read the
+	// service empty and held it, q1 registered again 1.7 s later, and the
+	// hold, rightly counted from the recovery, ended 1.3 s after that push.
+	q1 := startBackendSession(t, zkc, "q1", nil, 30*time.Second)
 	b := newBuilder(t, startConsumer(t, zkc), grpcresolver.RecoveryHold(hold))
 	rec, _ := build(t, b, "gracekit:///quotes")
 	rec.waitIDs(t, "q1")
+	czxid := q1.reg.Czxid()
 	if err := zkc.StopAll(); err != nil {
 		t.Fatal(err)
 	}
@@ -306,6 +312,9 @@ func TestAnEmptySetRightAfterAnOutageIsHeldThenPushed(t *testing.T) {
 		states, _ := rec.snapshot()
 		return len(states) > len(before)
 	})
+	if got := q1.reg.Czxid(); got != czxid {
+		t.Fatalf("q1 registered again during the outage (czxid %d, was %d): its session expired, so the recovery's push is not when the hold started", got, czxid)
+	}
 	// The provider reconnects after the whole ensemble restarted.
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitLimit)
 	defer cancel()
