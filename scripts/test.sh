@@ -2,8 +2,8 @@
 # make test: go test over every module (MODULES, the library's first), with
 # the sd suite's per-node watch mode (ZooKeeper 3.5's fallback) as a pass of
 # its own. The library's module runs in the foreground and its lines come as
-# they come; the other modules and the per-node pass run beside it (the
-# tests mostly wait on ZooKeeper) and their lines follow, in order. go
+# they come; sd's two passes and the other modules run beside it (the tests
+# mostly wait on ZooKeeper) and their lines follow, in order. go
 # test's JSON goes through testsum, which prints go test's usual lines and,
 # at the end, every failed test by name, the ten slowest and a closing count.
 set -uo pipefail
@@ -40,7 +40,22 @@ background() {
 # the JVMs they start (Curator, TLS servers) cost the suite a minute.
 pernode_skip='^(TestTLSAndSASLRegisterWatchDrainStop|TestSecurityFilesAreCheckedAtConstruction|TestClientCertificateRotation.*|TestSecuritySettingsPrintNoPassword|TestCuratorOverTLSAndSASLReadsWhatGracekitRegistered|TestSASLUserIsWarnedOfALooseParent)$'
 
+# sd's two passes are the suite's longest (about 100 s each, mostly
+# waiting on ZooKeeper): they start first, each in a go test of its own.
+# In the library's ./... run, go test started sd after the packages before
+# it in import-path order, 2 minutes in, and the suite ended with it.
 labels=()
+first_pkgs=("${pkgs[@]}")
+if [ "${pkgs[*]}" = "./..." ]; then
+  # The rest, the slowest first (go test -p starts them in the order
+  # given), so that none of them starts last and ends the suite.
+  mapfile -t first_pkgs < <(cd "${modules[0]}" &&
+    { "$GO" list ./cmd/gracekit ./zktest ./provider ./grpcresolver ./fxmodule ./consumer ./endpoint; "$GO" list ./...; } |
+    awk -v sd="$("$GO" list ./sd/)" '$0 != sd && !seen[$0]++')
+  [ "${#first_pkgs[@]}" -gt 0 ] || exit 1
+  background sd . -- "${args[@]}" ./sd/
+  labels+=("sd:sd")
+fi
 background pernode . GRACEKIT_SD_WATCH_MODE=per-node -- "${args[@]}" -skip "$pernode_skip" ./sd/
 labels+=("pernode:sd, per-node watches")
 for m in "${modules[@]:1}"; do
@@ -51,7 +66,7 @@ done
 rc=0
 first=${modules[0]}
 echo "test: $first"
-(cd "$first" && "$GO" test -json "${args[@]}" "${pkgs[@]}" 2>&1; echo $? > "$tmp/first.rc") |
+(cd "$first" && "$GO" test -json "${args[@]}" "${first_pkgs[@]}" 2>&1; echo $? > "$tmp/first.rc") |
   tee "$tmp/all.json" | "$tmp/testsum" -slowest 0 -label "test: $first" || rc=1
 [ "$(cat "$tmp/first.rc" 2>/dev/null)" = 0 ] || rc=1
 

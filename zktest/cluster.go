@@ -370,7 +370,14 @@ func (c *Cluster) Close() error {
 		var wg sync.WaitGroup
 		for _, s := range c.Servers {
 			wg.Add(1)
-			go func() { defer wg.Done(); _ = s.Kill() }()
+			go func() {
+				defer wg.Done()
+				if s.dumps.Load() {
+					_ = s.Stop() // a killed JVM dumps no class archive
+					return
+				}
+				_ = s.Kill()
+			}()
 		}
 		wg.Wait()
 		if c.links != nil {

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -68,8 +69,9 @@ type Server struct {
 	dir                    string
 	java, classpath        string
 	jvmProps               []string
-	cpus                   string // taskset -c list, "" for no pinning
-	pki                    *PKI   // the TLS option's, for four-letter words on SecureClientPort
+	cpus                   string      // taskset -c list, "" for no pinning
+	pki                    *PKI        // the TLS option's, for four-letter words on SecureClientPort
+	dumps                  atomic.Bool // the running JVM dumps the class archive at its exit (cds.go)
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -97,7 +99,8 @@ func (s *Server) start() error {
 		"-Dzookeeper.admin.enableServer=false",
 		"-Dzookeeper.4lw.commands.whitelist=*",
 	}
-	args = append(s.jvmProps, args...)
+	share, dumped := cdsArgs(s.java, s.classpath, s.jvmProps)
+	args = append(append(append([]string{}, s.jvmProps...), share...), args...)
 	args = append(args, "-cp", s.classpath, "org.apache.zookeeper.server.quorum.QuorumPeerMain",
 		filepath.Join(s.dir, "zoo.cfg"))
 	cmd := exec.Command(s.java, args...)
@@ -112,11 +115,18 @@ func (s *Server) start() error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
+		if dumped != nil {
+			dumped(false)
+		}
 		return fmt.Errorf("zktest: start server %d: %w", s.ID, err)
 	}
 	done := make(chan struct{})
+	s.dumps.Store(dumped != nil)
 	go func() {
 		_ = cmd.Wait()
+		if dumped != nil {
+			dumped(cmd.ProcessState.Exited())
+		}
 		logf.Close()
 		close(done)
 	}()
