@@ -247,11 +247,18 @@ func TestConsumerSessionExpiryRewatches(t *testing.T) {
 	waitSet(t, ch, "127.0.0.1:6001", "127.0.0.1:6002")
 }
 
+// memberLossSession is the session timeout of the tests that lose an
+// ensemble member and want the session kept.
+const memberLossSession = 15 * time.Second
+
 func TestEnsembleLeaderKillLosesNothing(t *testing.T) {
 	t.Parallel()
 	c := zktest.New(t, zktest.Size(3))
-	provider := newClient(t, c, sd.SessionTimeout(4*time.Second))
-	consumer := newClient(t, c, sd.SessionTimeout(4*time.Second))
+	// Sessions that outlive the election by far: the test is about the
+	// move to another member, and 4 s ones expired under a load average
+	// of 20 to 50 (an election and reconnect slower than the timeout).
+	provider := newClient(t, c, sd.SessionTimeout(memberLossSession))
+	consumer := newClient(t, c, sd.SessionTimeout(memberLossSession))
 	r := register(t, provider, instance("ha", 5001))
 	_, ch := newInstancer(t, consumer, "ha")
 	waitSet(t, ch, "127.0.0.1:5001")

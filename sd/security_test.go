@@ -321,7 +321,7 @@ func TestTLSAndSASLEnsembleKeepsTheSessionAcrossAMemberLoss(t *testing.T) {
 	t.Parallel()
 	pki := securePKI(t)
 	zkc := zktest.New(t, zktest.Size(3), zktest.TLS(pki), zktest.SASL(map[string]string{saslUser: saslPassword}))
-	cl, err := sd.NewClient(zkc.SecureConnectString(), sd.SessionTimeout(4*time.Second), sd.TLS(tlsOf(pki)), sd.SASL(saslUser, saslPassword))
+	cl, err := sd.NewClient(zkc.SecureConnectString(), sd.SessionTimeout(memberLossSession), sd.TLS(tlsOf(pki)), sd.SASL(saslUser, saslPassword))
 	if err != nil {
 		t.Fatal(err)
 	}
