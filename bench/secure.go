@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	kitsd "github.com/go-kit/kit/sd"
@@ -93,27 +94,46 @@ func runSecure() error {
 	}
 	defer heldPlain.close()
 	type side struct {
-		load         func() (time.Duration, error)
-		times, conns *[]float64
+		load                         func() (time.Duration, error)
+		times, conns, server, client *[]float64
 	}
-	var cold, warm struct{ tls, plain, tlsConns, plainConns []float64 }
+	// Per load: its time, the connections it opened, and the CPU it cost
+	// the server's JVM and this process (the server's, at /proc's 10 ms
+	// tick, is summed over the rounds before it is divided).
+	var cold, warm struct {
+		tls, plain, tlsConns, plainConns []float64
+		tlsServer, plainServer           []float64
+		tlsClient, plainClient           []float64
+	}
 	sides := []side{
-		{func() (time.Duration, error) { return loadWith(secure, "load1000", n) }, &cold.tls, &cold.tlsConns},
-		{func() (time.Duration, error) { return loadWith(plain, "load1000", n) }, &cold.plain, &cold.plainConns},
-		{func() (time.Duration, error) { return watchFor(heldTLS.c, "load1000", n, time.Now()) }, &warm.tls, &warm.tlsConns},
-		{func() (time.Duration, error) { return watchFor(heldPlain.c, "load1000", n, time.Now()) }, &warm.plain, &warm.plainConns},
+		{func() (time.Duration, error) { return loadWith(secure, "load1000", n) }, &cold.tls, &cold.tlsConns, &cold.tlsServer, &cold.tlsClient},
+		{func() (time.Duration, error) { return loadWith(plain, "load1000", n) }, &cold.plain, &cold.plainConns, &cold.plainServer, &cold.plainClient},
+		{func() (time.Duration, error) { return watchFor(heldTLS.c, "load1000", n, time.Now()) }, &warm.tls, &warm.tlsConns, &warm.tlsServer, &warm.tlsClient},
+		{func() (time.Duration, error) { return watchFor(heldPlain.c, "load1000", n, time.Now()) }, &warm.plain, &warm.plainConns, &warm.plainServer, &warm.plainClient},
 	}
+	srv := cluster.Servers[0]
 	for run := -secureWarmup; run < loadRuns; run++ {
 		for _, s := range sides {
 			quiesce()
 			before := dials.Load()
+			s0, err := srv.CPUTime()
+			if err != nil {
+				return err
+			}
+			c0 := selfCPU()
 			d, err := s.load()
+			if err != nil {
+				return err
+			}
+			s1, err := srv.CPUTime()
 			if err != nil {
 				return err
 			}
 			if run >= 0 {
 				*s.times = append(*s.times, ms(d))
 				*s.conns = append(*s.conns, float64(dials.Load()-before))
+				*s.server = append(*s.server, ms(s1-s0))
+				*s.client = append(*s.client, ms(selfCPU()-c0))
 			}
 		}
 	}
@@ -121,6 +141,20 @@ func runSecure() error {
 	fmt.Printf("BENCH name=sd_load_tls_conns_n%d tls=%gconns plaintext=%gconns %s\n", n, median(cold.tlsConns), median(cold.plainConns), spread(cold.tlsConns, cold.plainConns))
 	fmt.Printf("BENCH name=sd_load_tls_warm_n%d tls=%sms plaintext=%sms %s\n", n, num(median(warm.tls)), num(median(warm.plain)), spread(warm.tls, warm.plain))
 	fmt.Printf("BENCH name=sd_load_tls_warm_conns_n%d tls=%gconns plaintext=%gconns %s\n", n, median(warm.tlsConns), median(warm.plainConns), spread(warm.tlsConns, warm.plainConns))
+	// Where a TLS load's time goes: the server's CPU per load (mean: its
+	// tick is coarser than a load) and this process's.
+	for _, f := range []struct {
+		name       string
+		tls, plain []float64
+	}{
+		{"sd_load_tls_server_cpu", cold.tlsServer, cold.plainServer},
+		{"sd_load_tls_client_cpu", cold.tlsClient, cold.plainClient},
+		{"sd_load_tls_warm_server_cpu", warm.tlsServer, warm.plainServer},
+		{"sd_load_tls_warm_client_cpu", warm.tlsClient, warm.plainClient},
+	} {
+		t, p := mean(f.tls), mean(f.plain)
+		fmt.Printf("BENCH name=%s_n%d tls=%sms plaintext=%sms ratio=%.2f rounds=%d\n", f.name, n, num(t), num(p), p/t, len(f.tls))
+	}
 
 	saslCluster, err := zktest.Start(filepath.Join(dir, "sasl"), append(serverOptions, zktest.TLS(pki),
 		zktest.SASL(map[string]string{secureUser: securePassword}), zktest.JVMArgs("-Xmx1g"))...)
@@ -178,6 +212,21 @@ func watchFor(cl *sd.Client, service string, n int, start time.Time) (time.Durat
 	in.Deregister(w.ch)
 	in.Stop()
 	return d, err
+}
+
+func mean(v []float64) float64 {
+	sum := 0.0
+	for _, x := range v {
+		sum += x
+	}
+	return sum / float64(max(1, len(v)))
+}
+
+// selfCPU is the CPU this process used so far (user and system).
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // held is a Client whose sessions an Instancer of one service keeps up.

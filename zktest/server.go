@@ -2,6 +2,7 @@ package zktest
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -83,6 +84,41 @@ func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.It
 
 // Dir is the server's data and log directory.
 func (s *Server) Dir() string { return s.dir }
+
+// CPUTime is the CPU the server's running JVM has used (user and system,
+// every thread: the JIT's and the GC's too), read from Linux's
+// /proc/<pid>/stat at its 10 ms tick: what a benchmark's load costs the
+// server is the difference across it.
+func (s *Server) CPUTime() (time.Duration, error) {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd == nil {
+		return 0, fmt.Errorf("zktest: server %d is not running", s.ID)
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
+	if err != nil {
+		return 0, fmt.Errorf("zktest: server %d's CPU time: %w", s.ID, err)
+	}
+	// The fields after the command name, which is in parentheses and may
+	// hold spaces: state is the first; utime and stime the 12th and 13th.
+	i := bytes.LastIndexByte(b, ')')
+	f := strings.Fields(string(b[i+1:]))
+	if i < 0 || len(f) < 13 {
+		return 0, fmt.Errorf("zktest: server %d's CPU time: unexpected /proc stat %q", s.ID, b)
+	}
+	var ticks int64
+	for _, v := range f[11:13] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("zktest: server %d's CPU time: %w", s.ID, err)
+		}
+		ticks += n
+	}
+	// USER_HZ is 100 on every Linux architecture Go supports (the kernel
+	// scales to it whatever its own HZ); Go has no sysconf without cgo.
+	return time.Duration(ticks) * 10 * time.Millisecond, nil
+}
 
 func (s *Server) start() error {
 	s.mu.Lock()

@@ -188,3 +188,21 @@ func TestPartitionCutsAndHeals(t *testing.T) {
 	part.Heal()
 	waitState(t, ev, zk.StateHasSession)
 }
+
+// CPUTime is the JVM's: a start alone costs it well over a tick; a stopped
+// server has none.
+func TestCPUTimeIsTheJVMs(t *testing.T) {
+	t.Parallel()
+	c := zktest.New(t)
+	s := c.Servers[0]
+	d, err := s.CPUTime()
+	if err != nil || d < 50*time.Millisecond {
+		t.Fatalf("CPUTime %v, %v: want the JVM's start, over 50ms", d, err)
+	}
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := s.CPUTime(); err == nil {
+		t.Errorf("a stopped server's CPUTime is %v, want an error", d)
+	}
+}
