@@ -518,7 +518,7 @@ func (c *Client) WatchSessionID() int64 {
 // ephemeral nodes and per-node watches with it.
 func (c *Client) dispatchWatch(ev SessionEvent) {
 	ev.Watch = true
-	c.logger.Debug("watch session event", "state", ev.State.String(), "session", hexSession(ev.SessionID), "server", ev.Server)
+	c.logger.Debug("watch session event", "state", ev.State.String(), "session", zkconn.HexSession(ev.SessionID), "server", ev.Server)
 	if c.opts.onEvent != nil {
 		c.opts.onEvent(ev)
 	}
@@ -528,7 +528,7 @@ func (c *Client) dispatchWatch(ev SessionEvent) {
 func (c *Client) Servers() []string { return append([]string(nil), c.servers...) }
 
 func (c *Client) dispatch(ev SessionEvent) {
-	c.logger.Debug("session event", "state", ev.State.String(), "session", hexSession(ev.SessionID), "server", ev.Server)
+	c.logger.Debug("session event", "state", ev.State.String(), "session", zkconn.HexSession(ev.SessionID), "server", ev.Server)
 	c.mu.Lock()
 	if ev.State == StateHasSession {
 		c.ownDown.Store(0)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gracekit/gracekit/internal/zkconn"
 	"github.com/gracekit/gracekit/internal/zkwire"
 )
 
@@ -81,7 +82,7 @@ func (c *Client) ownLost() (expire bool) {
 	c.resetOwnZxid()
 	sid := c.SessionID()
 	c.logger.Warn("the session had no server for its timeout and a server is behind it: lost; a new session starts from zxid 0 and syncs before it reads",
-		"session", hexSession(sid), "server", *addr, "server_zxid", fmt.Sprintf("%#x", at), "session_zxid", fmt.Sprintf("%#x", zxid))
+		"session", zkconn.HexSession(sid), "server", *addr, "server_zxid", fmt.Sprintf("%#x", at), "session_zxid", fmt.Sprintf("%#x", zxid))
 	return sid != 0
 }
 

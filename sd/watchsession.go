@@ -14,6 +14,7 @@ import (
 
 	"github.com/cenkalti/backoff/v5"
 
+	"github.com/gracekit/gracekit/internal/zkconn"
 	"github.com/gracekit/gracekit/internal/zkwire"
 )
 
@@ -295,7 +296,7 @@ func (ws *watchSession) run() {
 				// and a server that runs is behind it. A new session, from
 				// zxid 0, in a zxid order of its own.
 				ws.logger.Warn("the watch session had no server for its timeout and a server is behind it: lost; a new session starts from zxid 0 and syncs before it reads",
-					"session", hexSession(sid), "server", suspect, "server_zxid", fmt.Sprintf("%#x", at), "session_zxid", fmt.Sprintf("%#x", zxid))
+					"session", zkconn.HexSession(sid), "server", suspect, "server_zxid", fmt.Sprintf("%#x", at), "session_zxid", fmt.Sprintf("%#x", zxid))
 				if sid != 0 {
 					ws.setState(StateExpired, 0, addr)
 				}
@@ -390,7 +391,7 @@ func (ws *watchSession) run() {
 		ws.mu.Unlock()
 		if keep {
 			ws.setState(StateDisconnected, 0, addr)
-			ws.logger.Debug("watch session lost; resuming it", "session", hexSession(sid), "err", conn.Err())
+			ws.logger.Debug("watch session lost; resuming it", "session", zkconn.HexSession(sid), "err", conn.Err())
 			if !lived && !pause() {
 				// Dropped right after it began (a fence refused what the
 				// server answered, say): a failed attempt, not a success
