@@ -14,6 +14,7 @@ import (
 	"github.com/cenkalti/backoff/v5"
 	"github.com/go-zookeeper/zk"
 
+	"github.com/gracekit/gracekit/internal/zkconn"
 	"github.com/gracekit/gracekit/internal/zkwire"
 )
 
@@ -33,7 +34,7 @@ type Catalog struct {
 	base string // server path
 	opts []InstancerOption
 	o    instancerOptions
-	ws   *watchSession // nil: per-node
+	ws   *zkconn.WatchSession // nil: per-node
 	mode atomic.Int32
 
 	ctx    context.Context
@@ -172,8 +173,8 @@ func (k *Catalog) run() {
 // runRecursive follows the service nodes, children of the base path, from
 // the watch session until Stop (false) or a refusal (true).
 func (k *Catalog) runRecursive() (refused bool) {
-	f := newRecFeed()
-	unsub := k.ws.subscribe(k.base, f)
+	f := zkconn.NewFeed()
+	unsub := k.ws.Subscribe(k.base, f)
 	defer unsub()
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval, bo.MaxInterval = 50*time.Millisecond, 5*time.Second
@@ -181,38 +182,38 @@ func (k *Catalog) runRecursive() (refused bool) {
 	defer retry.Stop()
 	var readZxid int64   // what the set was read at, at least (as Instancer.behind)
 	var readOrder uint64 // the watch session's zxid order readZxid is in
-	readAt := func(w recWork) {
-		if readOrder != w.lineage {
-			readZxid, readOrder = 0, w.lineage // a new session, from zxid 0 (lost.go)
+	readAt := func(w zkconn.Work) {
+		if readOrder != w.Lineage {
+			readZxid, readOrder = 0, w.Lineage // a new session, from zxid 0 (lost.go)
 		}
-		readZxid = max(readZxid, w.conn.LastZxid())
+		readZxid = max(readZxid, w.Conn.LastZxid())
 	}
 	for {
 		select {
 		case <-k.ctx.Done():
 			return false
-		case <-f.wake:
+		case <-f.Wake():
 		case <-retry.C:
 		}
-		w := f.take()
-		if w.refused != nil {
+		w := f.Take()
+		if w.Refused != nil {
 			return true
 		}
-		if w.conn == nil {
+		if w.Conn == nil {
 			continue
 		}
-		if w.full {
-			names, zxid, err := listOver(k.ctx, w.conn, w.list, k.base)
-			if err == nil && zxid > 0 && zxid < readZxid && readOrder == w.lineage {
+		if w.Full {
+			names, zxid, err := listOver(k.ctx, w.Conn, w.List, k.base)
+			if err == nil && zxid > 0 && zxid < readZxid && readOrder == w.Lineage {
 				k.o.logger.Warn("a server answered from behind the services already published; not publishing them, trying another server",
-					"server", w.conn.Addr(), "zxid", fmt.Sprintf("%#x", zxid), "published_zxid", fmt.Sprintf("%#x", readZxid))
-				w.conn.Drop() // the watch session resumes on the next server
+					"server", w.Conn.Addr(), "zxid", fmt.Sprintf("%#x", zxid), "published_zxid", fmt.Sprintf("%#x", readZxid))
+				w.Conn.Drop() // the watch session resumes on the next server
 				continue
 			}
 			if err != nil {
-				if w.conn.Err() == nil && k.ctx.Err() == nil {
+				if w.Conn.Err() == nil && k.ctx.Err() == nil {
 					k.o.logger.Warn("listing the services failed; retrying", "path", k.base, "err", err)
-					f.putBack(w)
+					f.PutBack(w)
 					retry.Reset(bo.NextBackOff())
 				}
 				continue
@@ -229,8 +230,8 @@ func (k *Catalog) runRecursive() (refused bool) {
 		k.mu.Lock()
 		set := maps.Clone(k.services)
 		k.mu.Unlock()
-		for n, op := range w.ops {
-			if op.del {
+		for n, op := range w.Ops {
+			if op.Del {
 				delete(set, n)
 			} else {
 				set[n] = true

@@ -236,11 +236,11 @@ type Client struct {
 	nodes     map[string]map[int]func(zk.Event) // watch event subscribers by node path
 	nextSub   int
 	closed    bool
-	warnedACL map[string]bool // parents whose loose ACL was reported
-	ws        *watchSession   // made by the first Instancer or Catalog
-	sock      net.Conn        // go-zookeeper's last dialled socket (see tracked)
-	drained   chan struct{}   // closed when the zk event channel is closed
-	done      chan struct{}   // closed by Close
+	warnedACL map[string]bool      // parents whose loose ACL was reported
+	ws        *zkconn.WatchSession // made by the first Instancer or Catalog
+	sock      net.Conn             // go-zookeeper's last dialled socket (see tracked)
+	drained   chan struct{}        // closed when the zk event channel is closed
+	done      chan struct{}        // closed by Close
 
 	up       chan struct{} // closed while the own session is up; under mu
 	sessions int           // StateHasSession events seen
@@ -498,7 +498,7 @@ func (c *Client) watchState() State {
 	if ws == nil {
 		return StateUnknown
 	}
-	return State(ws.state.Load())
+	return stateOfWatch(ws.State())
 }
 
 // WatchSessionID is the watch session's id (0 while there is none).
@@ -509,16 +509,16 @@ func (c *Client) WatchSessionID() int64 {
 	if ws == nil {
 		return 0
 	}
-	return ws.sid.Load()
+	return ws.SessionID()
 }
 
 // dispatchWatch reports a watch session's event to OnSessionEvent only: the
 // Client's internal subscribers (Registrar, per-node Instancer, settle)
 // follow its own session, whose expiry, unlike the watch session's, takes
 // ephemeral nodes and per-node watches with it.
-func (c *Client) dispatchWatch(ev SessionEvent) {
-	ev.Watch = true
-	c.logger.Debug("watch session event", "state", ev.State.String(), "session", hexSession(ev.SessionID), "server", ev.Server)
+func (c *Client) dispatchWatch(we zkconn.WatchEvent) {
+	ev := sessionEventOfWatch(we)
+	c.logger.Debug("watch session event", "state", ev.State.String(), "session", zkconn.HexSession(ev.SessionID), "server", ev.Server)
 	if c.opts.onEvent != nil {
 		c.opts.onEvent(ev)
 	}
@@ -528,7 +528,7 @@ func (c *Client) dispatchWatch(ev SessionEvent) {
 func (c *Client) Servers() []string { return append([]string(nil), c.servers...) }
 
 func (c *Client) dispatch(ev SessionEvent) {
-	c.logger.Debug("session event", "state", ev.State.String(), "session", hexSession(ev.SessionID), "server", ev.Server)
+	c.logger.Debug("session event", "state", ev.State.String(), "session", zkconn.HexSession(ev.SessionID), "server", ev.Server)
 	c.mu.Lock()
 	if ev.State == StateHasSession {
 		c.ownDown.Store(0)
@@ -648,7 +648,11 @@ func (c *Client) hadSession() bool {
 	if c.sessions > 0 {
 		return true
 	}
-	return c.ws != nil && c.ws.created.Load()+c.ws.resumed.Load() > 0
+	if c.ws == nil {
+		return false
+	}
+	created, resumed := c.ws.Stats()
+	return created+resumed > 0
 }
 
 // subscribe registers f for session events until the returned func is
@@ -861,7 +865,7 @@ func (c *Client) Close() {
 	go func() { // owned by Close, which waits for it
 		defer close(wsClosed)
 		if ws != nil {
-			ws.close()
+			ws.Close()
 		}
 	}()
 	defer func() { <-wsClosed }()
@@ -914,13 +918,13 @@ func (c *Client) wantSession() {
 
 // watches is the Client's watch session, made at the first call; after
 // Close it is one that never opens.
-func (c *Client) watches() *watchSession {
+func (c *Client) watches() *zkconn.WatchSession {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ws == nil {
-		c.ws = newWatchSession(c.watchConfig())
+		c.ws = zkconn.NewWatchSession(c.watchConfig())
 		if c.closed {
-			c.ws.close()
+			c.ws.Close()
 		}
 	}
 	return c.ws
@@ -934,7 +938,8 @@ func (c *Client) WatchSessionStats() WatchSessionStats {
 	if ws == nil {
 		return WatchSessionStats{}
 	}
-	return ws.stats()
+	created, resumed := ws.Stats()
+	return WatchSessionStats{Created: created, Resumed: resumed}
 }
 
 // WatchSessionAhead once chose whether NewClient opened the watch session

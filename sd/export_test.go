@@ -1,6 +1,9 @@
 package sd
 
-import "github.com/gracekit/gracekit/internal/zkwire"
+import (
+	"github.com/gracekit/gracekit/internal/zkconn"
+	"github.com/gracekit/gracekit/internal/zkwire"
+)
 
 // SetDefaultWatchMode sets the mode of Instancers made without
 // WithWatchMode, so that the sd tests run in either mode (see TestMain).
@@ -16,35 +19,22 @@ func WatchSessionID(c *Client) (id int64, server string) {
 	return conn.SessionID(), conn.Addr()
 }
 
-// watchConn is c's watch session's connection now, nil while there is none.
-func watchConn(c *Client) *zkwire.Conn {
+// watchView is c's watch session now; the zero view while there is none.
+func watchView(c *Client) zkconn.WatchView {
 	c.mu.Lock()
 	ws := c.ws
 	c.mu.Unlock()
 	if ws == nil {
-		return nil
+		return zkconn.WatchView{}
 	}
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	return ws.conn
+	return ws.View()
 }
 
+// watchConn is c's watch session's connection now, nil while there is none.
+func watchConn(c *Client) *zkwire.Conn { return watchView(c).Conn }
+
 // WatchRoots lists the recursive watches c's watch session holds now.
-func WatchRoots(c *Client) []string {
-	c.mu.Lock()
-	ws := c.ws
-	c.mu.Unlock()
-	if ws == nil {
-		return nil
-	}
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	var out []string
-	for d := range ws.roots {
-		out = append(out, d)
-	}
-	return out
-}
+func WatchRoots(c *Client) []string { return watchView(c).Roots }
 
 // OwnSessionDialled tells whether c created its go-zookeeper connection.
 func OwnSessionDialled(c *Client) bool { return c.zkIfAny() != nil }
@@ -53,13 +43,9 @@ func OwnSessionDialled(c *Client) bool { return c.zkIfAny() != nil }
 // handshake of either sends (each sends its own session's).
 func SeenZxid(c *Client) int64 {
 	z := c.zxid.Load()
-	c.mu.Lock()
-	ws := c.ws
-	c.mu.Unlock()
-	if ws != nil {
-		z = max(z, ws.zxid.Load())
-	}
-	if conn := watchConn(c); conn != nil {
+	v := watchView(c)
+	z = max(z, v.Zxid)
+	if conn := v.Conn; conn != nil {
 		z = max(z, conn.LastZxid())
 	}
 	return z
@@ -72,13 +58,5 @@ func Losses(c *Client) (own, watch uint64) {
 	c.zmu.Lock()
 	own = c.zlineage
 	c.zmu.Unlock()
-	c.mu.Lock()
-	ws := c.ws
-	c.mu.Unlock()
-	if ws != nil {
-		ws.mu.Lock()
-		watch = ws.lineage
-		ws.mu.Unlock()
-	}
-	return own, watch
+	return own, watchView(c).Losses
 }

@@ -7,7 +7,6 @@ import "github.com/gracekit/gracekit/internal/failpoint"
 const (
 	fpDeregisterBeforeDelete = failpoint.DeregisterBeforeDelete
 	fpRegisterAfterCreate    = failpoint.RegisterAfterCreate
-	fpWatchBeforeRewatch     = failpoint.WatchBeforeRewatch
 )
 
 func inject(name string) { failpoint.Inject(name) }

@@ -173,7 +173,7 @@ type Instancer struct {
 	pubErr    error  // stays until a read from ZooKeeper succeeds
 	sentErr   error  // the error of the last set handed to the subscribers
 	readZxid  int64  // the zxid the recursive feed's published reads are at, at least (see behind)
-	readOrder uint64 // the watch session's zxid order readZxid is in (recWork.lineage)
+	readOrder uint64 // the watch session's zxid order readZxid is in (zkconn.Work.Lineage)
 	version   uint64
 	subs      map[chan<- kitsd.Event]*subscriber
 	firstDone bool

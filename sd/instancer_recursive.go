@@ -19,7 +19,7 @@ import (
 )
 
 // This file is the Instancer's second feed: one persistent recursive watch
-// (see watchSession) instead of a watch per node. The set, tombstones and
+// (see zkconn.WatchSession) instead of a watch per node. The set, tombstones and
 // fan-out are the Instancer's own and shared with the per-node feed
 // (instancer_watch.go); only what feeds them differs. A creation or a data
 // change reads that one node, a deletion reads nothing, and nothing lists
@@ -88,9 +88,9 @@ func (in *Instancer) feed() {
 
 // runRecursive feeds the Instancer from ws until Stop (false) or until the
 // server refused the watch (true).
-func (in *Instancer) runRecursive(ws *watchSession) (refused bool) {
-	f := newRecFeed()
-	unsub := ws.subscribe(in.dir, f)
+func (in *Instancer) runRecursive(ws *zkconn.WatchSession) (refused bool) {
+	f := zkconn.NewFeed()
+	unsub := ws.Subscribe(in.dir, f)
 	defer unsub()
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval, bo.MaxInterval = 50*time.Millisecond, 5*time.Second
@@ -121,32 +121,32 @@ func (in *Instancer) runRecursive(ws *watchSession) (refused bool) {
 			in.mu.Unlock()
 			<-in.ctx.Done()
 			return false
-		case <-f.wake:
+		case <-f.Wake():
 		case <-retryC:
 			retry = nil
 		case <-rereadC:
 			reread = nil
 			due = in.dueRereads().data
 		}
-		w := f.take()
-		if len(w.ops) > 0 {
+		w := f.Take()
+		if len(w.Ops) > 0 {
 			proptrace.Mark(proptrace.Feed)
 		}
-		in.watchEvents.Add(w.events)
-		if in.opts.metrics.WatchEvents != nil && w.events > 0 {
-			in.opts.metrics.WatchEvents.Add(float64(w.events))
+		in.watchEvents.Add(w.Events)
+		if in.opts.metrics.WatchEvents != nil && w.Events > 0 {
+			in.opts.metrics.WatchEvents.Add(float64(w.Events))
 		}
-		if w.refused != nil {
+		if w.Refused != nil {
 			return true
 		}
-		if w.lost {
+		if w.Lost {
 			in.mu.Lock()
 			if in.firstDone {
 				in.setErrLocked(ErrDisconnected)
 			}
 			in.mu.Unlock()
 		}
-		if w.conn == nil {
+		if w.Conn == nil {
 			continue
 		}
 		if !logged {
@@ -154,7 +154,7 @@ func (in *Instancer) runRecursive(ws *watchSession) (refused bool) {
 			in.mode.Store(int32(WatchRecursive))
 			in.logger.Info("watching the service with one persistent recursive watch", "mode", WatchRecursive.String())
 		}
-		if retry != nil && !w.full {
+		if retry != nil && !w.Full {
 			// Backing off after a failed re-read: deletions and reads of
 			// what changed go on; the re-read waits for its timer.
 			in.applyOps(w, due)
@@ -170,15 +170,15 @@ func (in *Instancer) runRecursive(ws *watchSession) (refused bool) {
 			bo.Reset()
 		case in.ctx.Err() != nil:
 			return false
-		case w.conn.Err() != nil:
+		case w.Conn.Err() != nil:
 			// The session is gone: its successor re-reads everything.
 		default:
 			in.logger.Warn("reading the service failed; keeping the last set", "err", err)
 			in.mu.Lock()
 			in.setErrLocked(err)
 			in.mu.Unlock()
-			w.full = true
-			f.putBack(w)
+			w.Full = true
+			f.PutBack(w)
 			retry = time.NewTimer(bo.NextBackOff())
 		}
 		if d, ok := in.nextReread(); ok {
@@ -191,14 +191,14 @@ func (in *Instancer) runRecursive(ws *watchSession) (refused bool) {
 	}
 }
 
-// applyRecursive re-reads the service when w.full, else applies w's ops.
-func (in *Instancer) applyRecursive(w recWork, due map[string]bool) error {
-	if !w.full {
+// applyRecursive re-reads the service when w.Full, else applies w's ops.
+func (in *Instancer) applyRecursive(w zkconn.Work, due map[string]bool) error {
+	if !w.Full {
 		return in.applyOps(w, due)
 	}
-	list := w.list
+	list := w.List
 	if list == nil {
-		list = w.conn.Send(zkwire.OpGetChildren, zkwire.GetChildrenBody(in.dir))
+		list = w.Conn.Send(zkwire.OpGetChildren, zkwire.GetChildrenBody(in.dir))
 	}
 	r, err := list.Wait(in.ctx)
 	if err := in.behind(w, r); err != nil {
@@ -267,10 +267,10 @@ func (in *Instancer) applyRecursive(w recWork, due map[string]bool) error {
 // holds within the watch session's zxid order: a session that replaced a
 // lost one starts from zxid 0, synced, and its first read is what the
 // Instancer publishes (see lost.go).
-func (in *Instancer) behind(w recWork, r zkwire.Reply) error {
+func (in *Instancer) behind(w zkconn.Work, r zkwire.Reply) error {
 	in.mu.Lock()
 	floor := in.readZxid
-	if in.readOrder != w.lineage {
+	if in.readOrder != w.Lineage {
 		floor = 0
 	}
 	in.mu.Unlock()
@@ -278,29 +278,29 @@ func (in *Instancer) behind(w recWork, r zkwire.Reply) error {
 		return nil
 	}
 	in.logger.Warn("a server answered from behind the set already published; not publishing it, trying another server",
-		"server", w.conn.Addr(), "zxid", fmt.Sprintf("%#x", r.Header.Zxid), "published_zxid", fmt.Sprintf("%#x", floor))
-	w.conn.Drop()
-	return fmt.Errorf("sd: list %s: %s answered at zxid %#x, behind the published set's %#x", in.dir, w.conn.Addr(), r.Header.Zxid, floor)
+		"server", w.Conn.Addr(), "zxid", fmt.Sprintf("%#x", r.Header.Zxid), "published_zxid", fmt.Sprintf("%#x", floor))
+	w.Conn.Drop()
+	return fmt.Errorf("sd: list %s: %s answered at zxid %#x, behind the published set's %#x", in.dir, w.Conn.Addr(), r.Header.Zxid, floor)
 }
 
 // readAtLocked notes that what is published was read over w's connection:
 // at its last zxid, at least, which every later handshake sends. in.mu
 // must be held.
-func (in *Instancer) readAtLocked(w recWork) {
-	if in.readOrder != w.lineage {
-		in.readZxid, in.readOrder = 0, w.lineage
+func (in *Instancer) readAtLocked(w zkconn.Work) {
+	if in.readOrder != w.Lineage {
+		in.readZxid, in.readOrder = 0, w.Lineage
 	}
-	in.readZxid = max(in.readZxid, w.conn.LastZxid())
+	in.readZxid = max(in.readZxid, w.Conn.LastZxid())
 }
 
 // applyOps drops the deleted children, then reads the created and changed
 // ones and the unreadable ones whose retry is due.
-func (in *Instancer) applyOps(w recWork, due map[string]bool) error {
+func (in *Instancer) applyOps(w zkconn.Work, due map[string]bool) error {
 	var names []string
 	deleted := false
 	in.mu.Lock()
-	for n, op := range w.ops {
-		if op.del {
+	for n, op := range w.Ops {
+		if op.Del {
 			in.forgetLocked(n, in.entries[n])
 			deleted = true
 		} else {
@@ -308,7 +308,7 @@ func (in *Instancer) applyOps(w recWork, due map[string]bool) error {
 		}
 	}
 	for n := range due {
-		if _, ok := w.ops[n]; !ok {
+		if _, ok := w.Ops[n]; !ok {
 			names = append(names, n)
 		}
 	}
@@ -336,7 +336,7 @@ func (in *Instancer) applyOps(w recWork, due map[string]bool) error {
 // failure stores nothing. A full read that stored every child into an
 // empty set returns the stored entries sorted (orderedLocked's answer,
 // for publishSortedLocked), else nil.
-func (in *Instancer) readAndStore(w recWork, names []string, full bool) ([]*entry, error) {
+func (in *Instancer) readAndStore(w zkconn.Work, names []string, full bool) ([]*entry, error) {
 	bulk := !in.opts.noBulk && len(names) > 1
 	var known []*entry // filled in by start, once the first request is out
 	// A first load (into an empty set) builds its map of entries as each
@@ -374,7 +374,7 @@ func (in *Instancer) readAndStore(w recWork, names []string, full bool) ([]*entr
 	// sends the next ones, on this batch's goroutine alone: the server
 	// needs a core to produce them. The last one to arrive is decoded over
 	// every core, as nothing else is left to wait for. Reads later dropped
-	// by settle cost a decode for nothing, which is rare.
+	// by Settle cost a decode for nothing, which is rare.
 	decode := func(reads []zkwire.Read, lo int, more bool) {
 		decodeBatch(reads, lo, more, decodeOne)
 		if built != nil {
@@ -385,7 +385,7 @@ func (in *Instancer) readAndStore(w recWork, names []string, full bool) ([]*entr
 			}
 		}
 	}
-	reads, seqs, err := zkconn.ReadNodes(in.ctx, w.conn, in.dir, names, bulk, in.opts.concurrency, start, decode)
+	reads, seqs, err := zkconn.ReadNodes(in.ctx, w.Conn, in.dir, names, bulk, in.opts.concurrency, start, decode)
 	if err != nil {
 		return nil, fmt.Errorf("sd: read %s: %w", in.dir, err)
 	}
@@ -393,7 +393,7 @@ func (in *Instancer) readAndStore(w recWork, names []string, full bool) ([]*entr
 	if bulk && full {
 		in.bulkReads.Add(int64(len(names)))
 	}
-	keep, ok := w.feed.settle(w.gen, names, seqs)
+	keep, ok := w.Feed.Settle(w.Gen, names, seqs)
 	if !ok {
 		return nil, nil // a new session re-reads everything
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gracekit/gracekit/internal/zkconn"
 	"github.com/gracekit/gracekit/internal/zkwire"
 )
 
@@ -38,7 +39,7 @@ import (
 // has shown nothing yet, and does not sync.
 //
 // This file does it for the Client's own (go-zookeeper) session; the watch
-// session does the same in its run loop (watchsession.go).
+// session does the same in its run loop (internal/zkconn/watch.go).
 
 // ownSessionTimeout is the session timeout the server granted the Client's
 // own session, or the one asked for before any was granted.
@@ -81,7 +82,7 @@ func (c *Client) ownLost() (expire bool) {
 	c.resetOwnZxid()
 	sid := c.SessionID()
 	c.logger.Warn("the session had no server for its timeout and a server is behind it: lost; a new session starts from zxid 0 and syncs before it reads",
-		"session", hexSession(sid), "server", *addr, "server_zxid", fmt.Sprintf("%#x", at), "session_zxid", fmt.Sprintf("%#x", zxid))
+		"session", zkconn.HexSession(sid), "server", *addr, "server_zxid", fmt.Sprintf("%#x", at), "session_zxid", fmt.Sprintf("%#x", zxid))
 	return sid != 0
 }
 
@@ -140,6 +141,17 @@ func (c *Client) sawOwnZxid(lineage uint64, z int64) {
 	defer c.zmu.Unlock()
 	if lineage == c.zlineage {
 		c.sawZxid(z)
+	}
+}
+
+// sawZxid notes a zxid the Client's own session saw, for its next
+// handshake (zkconn.Fence; bulk sessions go through sawOwnZxid).
+func (c *Client) sawZxid(z int64) {
+	for {
+		old := c.zxid.Load()
+		if z <= old || c.zxid.CompareAndSwap(old, z) {
+			return
+		}
 	}
 }
 

@@ -14,6 +14,8 @@ import (
 	kitsd "github.com/go-kit/kit/sd"
 	"github.com/go-zookeeper/zk"
 	"github.com/google/uuid"
+
+	"github.com/gracekit/gracekit/internal/zkconn"
 )
 
 var _ kitsd.Registrar = (*Registrar)(nil)
@@ -611,7 +613,7 @@ func (r *Registrar) ensure(ctx context.Context) error {
 	if before != 0 {
 		kind = EventReregistered
 	}
-	r.logger.Info(string(kind), "session", hexSession(session), "czxid", stat.Czxid)
+	r.logger.Info(string(kind), "session", zkconn.HexSession(session), "czxid", stat.Czxid)
 	r.emit(RegistrarEvent{Kind: kind, Path: r.path, SessionID: session, Czxid: stat.Czxid})
 	return nil
 }
@@ -654,7 +656,7 @@ func (r *Registrar) ensureAbsent(ctx context.Context) error {
 	case err != nil:
 		return fmt.Errorf("sd: withdraw %s: %w", r.path, err)
 	}
-	r.logger.Info(string(EventWithdrawn), "session", hexSession(session), "czxid", stat.Czxid)
+	r.logger.Info(string(EventWithdrawn), "session", zkconn.HexSession(session), "czxid", stat.Czxid)
 	r.emit(RegistrarEvent{Kind: EventWithdrawn, Path: r.path, SessionID: session, Czxid: stat.Czxid})
 	return nil
 }

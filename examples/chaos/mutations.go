@@ -28,9 +28,9 @@ var plantedEdits = map[string][]edit{
 	}},
 	"dropdelete": {{
 		file: "sd/instancer_recursive.go",
-		old: "\t\tif op.del {\n" +
+		old: "\t\tif op.Del {\n" +
 			"\t\t\tin.forgetLocked(n, in.entries[n])\n",
-		new: "\t\tif op.del {\n" +
+		new: "\t\tif op.Del {\n" +
 			"\t\t\tif plantedDropDeletion() {\n" +
 			"\t\t\t\tcontinue // planted bug: one deletion in five is dropped\n" +
 			"\t\t\t}\n" +
@@ -60,13 +60,13 @@ var plantedEdits = map[string][]edit{
 		new:  "func zxidToSend(seen int64) int64 { return 0 } // planted bug: every handshake sends lastZxidSeen 0\n",
 	}, {
 		file: "sd/instancer_recursive.go",
-		old:  "func (in *Instancer) behind(w recWork, r zkwire.Reply) error {\n",
-		new: "func (in *Instancer) behind(w recWork, r zkwire.Reply) error {\n" +
+		old:  "func (in *Instancer) behind(w zkconn.Work, r zkwire.Reply) error {\n",
+		new: "func (in *Instancer) behind(w zkconn.Work, r zkwire.Reply) error {\n" +
 			"\treturn nil // planted bug: a re-read from behind is published\n",
 	}, {
 		file: "sd/catalog.go",
-		old:  "zxid > 0 && zxid < readZxid && readOrder == w.lineage {\n",
-		new:  "zxid > 0 && zxid < readZxid && readOrder == w.lineage && false { // planted bug: a listing from behind is published\n",
+		old:  "zxid > 0 && zxid < readZxid && readOrder == w.Lineage {\n",
+		new:  "zxid > 0 && zxid < readZxid && readOrder == w.Lineage && false { // planted bug: a listing from behind is published\n",
 	}},
 	"ignoredrain": {{
 		file: "sd/registrar.go",
@@ -76,10 +76,10 @@ var plantedEdits = map[string][]edit{
 	}},
 	"noreread": {{
 		file: "sd/instancer_recursive.go",
-		old: "\tif !w.full {\n" +
+		old: "\tif !w.Full {\n" +
 			"\t\treturn in.applyOps(w, due)\n" +
 			"\t}\n",
-		new: "\tif !w.full {\n" +
+		new: "\tif !w.Full {\n" +
 			"\t\treturn in.applyOps(w, due)\n" +
 			"\t}\n" +
 			"\t// planted bug: the stored set is published as ZooKeeper's own before the re-read answered\n" +

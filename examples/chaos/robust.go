@@ -33,7 +33,7 @@ const (
 	burstService  = "quote-burst" // the driver's own registrations: bursts and status flips
 	robustTimeout = 4 * time.Second
 	// robustReconnect is the cap of the library's reconnect backoff
-	// (sd's watchRetryMax), which the run's bounds are derived from.
+	// (internal/zkconn's watchRetryMax), which the run's bounds are derived from.
 	robustReconnect = time.Second
 	checkRecovered  = 30 * time.Second
 )

@@ -1,7 +1,8 @@
 // Package zkconn is gracekit's connection layer: every connection it opens
 // to ZooKeeper is made by Dialer from one Options. It holds the order in
 // which a client tries the ensemble's servers (HostProvider), the zxid
-// fence of go-zookeeper's session (Fence), and the security every
+// fence of go-zookeeper's session (Fence), the watch session that sd's
+// Instancers and Catalogs share (WatchSession), and the security every
 // connection gets: TLS (crypto/tls, PEM files, client certificates re-read
 // when their files change) and SASL DIGEST-MD5, which go-zookeeper v1.0.4
 // lacks. The security works as a dialer wrapper (Layer.Wrap), so that

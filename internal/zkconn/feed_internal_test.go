@@ -1,4 +1,4 @@
-package sd
+package zkconn
 
 import (
 	"testing"
@@ -14,48 +14,48 @@ func TestANotificationAfterTheListingSentAheadOutlivesTheReRead(t *testing.T) {
 	created := zkwire.WatcherEvent{Type: zkwire.EventNodeCreated, Path: "/services/pay/c"}
 	for _, tc := range []struct {
 		name string
-		run  func(f *recFeed, conn *zkwire.Conn)
+		run  func(f *Feed, conn *zkwire.Conn)
 	}{
-		{"routed before up", func(f *recFeed, conn *zkwire.Conn) {
+		{"routed before up", func(f *Feed, conn *zkwire.Conn) {
 			f.event(7, created)
 			f.up(conn, 1, 0, nil)
 		}},
-		{"routed between up and the re-read", func(f *recFeed, conn *zkwire.Conn) {
+		{"routed between up and the re-read", func(f *Feed, conn *zkwire.Conn) {
 			f.up(conn, 1, 0, nil)
 			f.event(7, created)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f, conn := newRecFeed(), &zkwire.Conn{}
+			f, conn := NewFeed(), &zkwire.Conn{}
 			tc.run(f, conn)
 			<-f.wake
-			w := f.take()
-			if !w.full || len(w.ops) != 0 {
-				t.Fatalf("first work: full=%v ops=%v, want a re-read with the ops left in the feed", w.full, w.ops)
+			w := f.Take()
+			if !w.Full || len(w.Ops) != 0 {
+				t.Fatalf("first work: full=%v ops=%v, want a re-read with the ops left in the feed", w.Full, w.Ops)
 			}
 			select {
 			case <-f.wake:
 			default:
 				t.Fatal("the feed was not woken for the ops it kept")
 			}
-			w = f.take()
-			if w.full || len(w.ops) != 1 {
-				t.Fatalf("after the re-read: full=%v ops=%v, want the creation of c", w.full, w.ops)
+			w = f.Take()
+			if w.Full || len(w.Ops) != 1 {
+				t.Fatalf("after the re-read: full=%v ops=%v, want the creation of c", w.Full, w.Ops)
 			}
-			if op, ok := w.ops["c"]; !ok || op.del {
-				t.Fatalf("ops %v, want c to be read", w.ops)
+			if op, ok := w.Ops["c"]; !ok || op.Del {
+				t.Fatalf("ops %v, want c to be read", w.Ops)
 			}
 		})
 	}
 	// What was noted on a session that went away is covered by the next
 	// session's re-read.
-	f := newRecFeed()
+	f := NewFeed()
 	f.up(&zkwire.Conn{}, 1, 0, nil)
-	f.take()
+	f.Take()
 	f.event(3, created)
 	f.down()
 	f.up(&zkwire.Conn{}, 2, 0, nil)
-	if w := f.take(); !w.full || len(w.ops) != 0 || len(f.ops) != 0 {
-		t.Fatalf("after down and up: full=%v ops=%v kept=%v, want a clean re-read", w.full, w.ops, f.ops)
+	if w := f.Take(); !w.Full || len(w.Ops) != 0 || len(f.ops) != 0 {
+		t.Fatalf("after down and up: full=%v ops=%v kept=%v, want a clean re-read", w.Full, w.Ops, f.ops)
 	}
 }

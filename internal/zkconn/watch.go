@@ -1,4 +1,4 @@
-package sd
+package zkconn
 
 import (
 	"context"
@@ -14,10 +14,11 @@ import (
 
 	"github.com/cenkalti/backoff/v5"
 
+	"github.com/gracekit/gracekit/internal/failpoint"
 	"github.com/gracekit/gracekit/internal/zkwire"
 )
 
-// A watchSession is a Client's one read-only session for persistent
+// A WatchSession is an sd Client's one read-only session for persistent
 // recursive watches (ZooKeeper 3.6+ addWatch, mode PERSISTENT_RECURSIVE),
 // shared by every Instancer and Catalog of the Client: one recursive watch
 // per watched directory (a service, or a Catalog's base path, which covers
@@ -38,7 +39,7 @@ import (
 // server behind it refuses it; that order holds from a session to the one
 // that replaces an expired one, until the session is lost: no live
 // connection for its timeout, and a server that runs behind it (see
-// lost.go). The next session then starts from zxid 0 and syncs before its
+// sd/lost.go). The next session then starts from zxid 0 and syncs before its
 // first read. A connection that ends before it lived (watchLived), refused
 // by the feeds' fences for instance, is a failed attempt: the next waits
 // for the backoff.
@@ -50,8 +51,8 @@ import (
 //
 // A path watched in two modes by one session corrupts the older watch
 // (ZOOKEEPER-4466): this session only ever adds recursive watches.
-type watchSession struct {
-	cfg    watchConfig
+type WatchSession struct {
+	cfg    WatchConfig
 	logger *slog.Logger
 
 	ctx    context.Context
@@ -60,30 +61,30 @@ type watchSession struct {
 	kick   chan struct{} // the feeds changed; buffered
 
 	mu      sync.Mutex
-	subs    map[string]map[*recFeed]struct{} // by the directory whose children they follow
-	fresh   map[*recFeed]string              // subscribed while conn was up, not handed it yet
-	conn    *zkwire.Conn                     // nil while there is none
-	gen     uint64                           // counts connections
-	roots   map[string]bool                  // recursive watches added on conn
-	refused error                            // the server refused addWatch: use per-node watches
+	subs    map[string]map[*Feed]struct{} // by the directory whose children they follow
+	fresh   map[*Feed]string              // subscribed while conn was up, not handed it yet
+	conn    *zkwire.Conn                  // nil while there is none
+	gen     uint64                        // counts connections
+	roots   map[string]bool               // recursive watches added on conn
+	refused error                         // the server refused addWatch: use per-node watches
 	started bool
 	lineage uint64 // counts the session's losses: a zxid order per count
 
 	zxid atomic.Int64 // the highest zxid the session's connections saw in its zxid order
 
 	created, resumed atomic.Int64 // sessions made and resumed, for tests and stats
-	state            atomic.Int32 // a State; StateUnknown while not wanted
+	state            atomic.Int32 // a WatchState
 	sid              atomic.Int64 // the connected session's id, else 0
 }
 
-// setState records the session's state and reports a change to the
-// Client's OnSessionEvent.
-func (ws *watchSession) setState(s State, sid int64, server string) {
+// setState records the session's state and reports a change to
+// WatchConfig.OnState.
+func (ws *WatchSession) setState(s WatchState, sid int64, server string) {
 	ws.sid.Store(sid)
-	if State(ws.state.Swap(int32(s))) == s || s == StateUnknown {
+	if WatchState(ws.state.Swap(int32(s))) == s || s == WatchIdle {
 		return
 	}
-	ws.cfg.onState(SessionEvent{State: s, SessionID: sid, Server: server, Time: time.Now()})
+	ws.cfg.OnState(WatchEvent{State: s, SessionID: sid, Server: server, Time: time.Now()})
 }
 
 // errAddWatchRefused wraps the server's answer to addWatch when it is not a
@@ -105,35 +106,48 @@ func addWatchRefused(err error) bool {
 	return false
 }
 
-// watchConfig is what a watchSession needs of its Client, handed down so
-// that the session holds no Client: the seam along which it can move to
-// the connection layer (internal/zkconn).
-type watchConfig struct {
-	logger         *slog.Logger
-	sessionTimeout time.Duration
-	// servers is the ensemble in the Client's shuffled order.
-	servers func() []string
-	// dial opens a session to addr (Client.dialWatch).
-	dial func(ctx context.Context, addr string, sid int64, passwd []byte, lastZxid int64, onEvent func(uint64, zkwire.WatcherEvent)) (*zkwire.Conn, error)
-	// behind probes whether the server at addr is behind zxid (lost.go).
-	behind func(ctx context.Context, addr string, zxid int64) (at int64, behind bool)
-	// onState hears each change of the session's state; it must not block.
-	onState func(SessionEvent)
+// WatchConfig is what a WatchSession needs of its owner (sd's Client),
+// handed down so that the session holds no Client.
+type WatchConfig struct {
+	Logger         *slog.Logger
+	SessionTimeout time.Duration
+	// Servers is the ensemble in the Client's shuffled order.
+	Servers func() []string
+	// Dial opens a session to addr (sd's Client.dialWatch).
+	Dial func(ctx context.Context, addr string, sid int64, passwd []byte, lastZxid int64, onEvent func(uint64, zkwire.WatcherEvent)) (*zkwire.Conn, error)
+	// Behind probes whether the server at addr is behind zxid (sd/lost.go).
+	Behind func(ctx context.Context, addr string, zxid int64) (at int64, behind bool)
+	// OnState hears each change of the session's state; it must not block.
+	OnState func(WatchEvent)
 }
 
-// watchConfig is the Client's side of its watch session.
-func (c *Client) watchConfig() watchConfig {
-	return watchConfig{
-		logger: c.logger, sessionTimeout: c.SessionTimeout(),
-		servers: c.hp.List, dial: c.dialWatch, behind: c.behind, onState: c.dispatchWatch,
-	}
+// WatchState is a WatchSession's state; sd reports it as its own State.
+type WatchState int32
+
+// Watch session states.
+const (
+	WatchIdle         WatchState = iota // not wanted: no feed, closed, or refused
+	WatchConnecting                     // trying a server
+	WatchHasSession                     // connected with a session
+	WatchDisconnected                   // lost its connection; resuming the session
+	WatchExpired                        // the session ended; a new one follows
+)
+
+// WatchEvent reports a change of a WatchSession's state.
+type WatchEvent struct {
+	State     WatchState
+	SessionID int64
+	Server    string
+	Time      time.Time
 }
 
-func newWatchSession(cfg watchConfig) *watchSession {
-	ws := &watchSession{
-		cfg: cfg, logger: cfg.logger.With("component", "sd.watch"),
-		subs:  map[string]map[*recFeed]struct{}{},
-		fresh: map[*recFeed]string{},
+// NewWatchSession makes a watch session that opens at its first
+// subscriber.
+func NewWatchSession(cfg WatchConfig) *WatchSession {
+	ws := &WatchSession{
+		cfg: cfg, logger: cfg.Logger.With("component", "sd.watch"),
+		subs:  map[string]map[*Feed]struct{}{},
+		fresh: map[*Feed]string{},
 		done:  make(chan struct{}),
 		kick:  make(chan struct{}, 1),
 	}
@@ -141,8 +155,8 @@ func newWatchSession(cfg watchConfig) *watchSession {
 	return ws
 }
 
-// close ends the session and waits for its goroutines. Idempotent.
-func (ws *watchSession) close() {
+// Close ends the session and waits for its goroutines. Idempotent.
+func (ws *WatchSession) Close() {
 	ws.cancel()
 	ws.mu.Lock()
 	started := ws.started
@@ -154,22 +168,22 @@ func (ws *watchSession) close() {
 	<-ws.done
 }
 
-func (ws *watchSession) poke() {
+func (ws *WatchSession) poke() {
 	select {
 	case ws.kick <- struct{}{}:
 	default:
 	}
 }
 
-// subscribe makes f follow the children of dir until the returned func is
+// Subscribe makes f follow the children of dir until the returned func is
 // called. f hears of the session's state at once or soon: the session
 // opens with its first subscriber, and a subscriber that joins a session
 // that is up gets it with its own listing, sent right behind its watch.
-func (ws *watchSession) subscribe(dir string, f *recFeed) (cancel func()) {
+func (ws *WatchSession) Subscribe(dir string, f *Feed) (cancel func()) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	if ws.subs[dir] == nil {
-		ws.subs[dir] = map[*recFeed]struct{}{}
+		ws.subs[dir] = map[*Feed]struct{}{}
 	}
 	ws.subs[dir][f] = struct{}{}
 	switch {
@@ -195,7 +209,7 @@ func (ws *watchSession) subscribe(dir string, f *recFeed) (cancel func()) {
 	}
 }
 
-func (ws *watchSession) each(fn func(dir string, f *recFeed)) {
+func (ws *WatchSession) each(fn func(dir string, f *Feed)) {
 	for dir, fs := range ws.subs {
 		for f := range fs {
 			fn(dir, f)
@@ -205,7 +219,7 @@ func (ws *watchSession) each(fn func(dir string, f *recFeed)) {
 
 // wantedLocked is the set of directories to watch: those subscribed, less
 // those a recursive watch on an ancestor already covers.
-func (ws *watchSession) wantedLocked() map[string]bool {
+func (ws *WatchSession) wantedLocked() map[string]bool {
 	want := make(map[string]bool, len(ws.subs))
 	for dir := range ws.subs {
 		covered := false
@@ -222,7 +236,7 @@ func (ws *watchSession) wantedLocked() map[string]bool {
 
 // route hands a notification to the feeds of its parent. It runs on the
 // Conn's read goroutine.
-func (ws *watchSession) route(seq uint64, ev zkwire.WatcherEvent) {
+func (ws *WatchSession) route(seq uint64, ev zkwire.WatcherEvent) {
 	if ev.Path == "" || ev.Path == "/" {
 		return
 	}
@@ -242,15 +256,9 @@ const (
 	watchLived    = time.Second
 )
 
-// WatchSessionStats count a Client's watch sessions since NewClient.
-type WatchSessionStats struct {
-	Created int64 // sessions the server created
-	Resumed int64 // reconnects that kept their session
-}
-
-func (ws *watchSession) run() {
+func (ws *WatchSession) run() {
 	defer close(ws.done)
-	defer ws.setState(StateUnknown, 0, "")
+	defer ws.setState(WatchIdle, 0, "")
 	bo := backoff.NewExponentialBackOff() // jittered: RandomizationFactor 0.5
 	bo.InitialInterval, bo.MaxInterval = watchRetryMin, watchRetryMax
 	pause := func() bool { // false: closing
@@ -266,7 +274,7 @@ func (ws *watchSession) run() {
 	var sid int64 // the session to resume; 0: none
 	var passwd []byte
 	var alive time.Time // when the session was last known alive; zero before the first
-	timeout := ws.cfg.sessionTimeout
+	timeout := ws.cfg.SessionTimeout
 	suspect := "" // the last server that refused the session or dropped it before it lived
 	server := 0   // into the Client's shuffled servers
 	for {
@@ -274,7 +282,7 @@ func (ws *watchSession) run() {
 		idle := len(ws.subs) == 0
 		ws.mu.Unlock()
 		if idle {
-			ws.setState(StateUnknown, 0, "")
+			ws.setState(WatchIdle, 0, "")
 			select {
 			case <-ws.ctx.Done():
 				return
@@ -285,19 +293,19 @@ func (ws *watchSession) run() {
 				continue
 			}
 		}
-		servers := ws.cfg.servers()
+		servers := ws.cfg.Servers()
 		addr := servers[server%len(servers)]
 		if suspect != "" && !alive.IsZero() && time.Since(alive) >= timeout {
 			zxid := ws.zxid.Load()
-			at, behind := ws.cfg.behind(ws.ctx, suspect, zxid)
+			at, behind := ws.cfg.Behind(ws.ctx, suspect, zxid)
 			if behind {
-				// Lost (see lost.go): no live connection for its timeout,
+				// Lost (see sd/lost.go): no live connection for its timeout,
 				// and a server that runs is behind it. A new session, from
 				// zxid 0, in a zxid order of its own.
 				ws.logger.Warn("the watch session had no server for its timeout and a server is behind it: lost; a new session starts from zxid 0 and syncs before it reads",
-					"session", hexSession(sid), "server", suspect, "server_zxid", fmt.Sprintf("%#x", at), "session_zxid", fmt.Sprintf("%#x", zxid))
+					"session", HexSession(sid), "server", suspect, "server_zxid", fmt.Sprintf("%#x", at), "session_zxid", fmt.Sprintf("%#x", zxid))
 				if sid != 0 {
-					ws.setState(StateExpired, 0, addr)
+					ws.setState(WatchExpired, 0, addr)
 				}
 				sid, passwd = 0, nil
 				ws.zxid.Store(0)
@@ -307,8 +315,8 @@ func (ws *watchSession) run() {
 			}
 			suspect = "" // probed once per refusal
 		}
-		if State(ws.state.Load()) == StateUnknown {
-			ws.setState(StateConnecting, 0, addr)
+		if WatchState(ws.state.Load()) == WatchIdle {
+			ws.setState(WatchConnecting, 0, addr)
 		}
 		conn, lists, roots, err := ws.open(addr, sid, passwd)
 		switch {
@@ -321,11 +329,11 @@ func (ws *watchSession) run() {
 			ws.logger.Info("persistent watches refused; using a watch per node", "err", err)
 			ws.mu.Lock()
 			ws.refused = err
-			ws.each(func(_ string, f *recFeed) { f.refuse(err) })
+			ws.each(func(_ string, f *Feed) { f.refuse(err) })
 			ws.mu.Unlock()
 			return // the deferred setState: no longer wanted
 		case errors.Is(err, zkwire.ErrSessionExpired):
-			ws.setState(StateExpired, 0, addr)
+			ws.setState(WatchExpired, 0, addr)
 			sid, passwd = 0, nil // a new one, at once
 			continue
 		case err != nil:
@@ -352,12 +360,12 @@ func (ws *watchSession) run() {
 			alive, suspect = began, ""
 		}
 		sid, passwd, timeout = conn.SessionID(), conn.Passwd(), conn.Timeout()
-		ws.setState(StateHasSession, sid, addr)
+		ws.setState(WatchHasSession, sid, addr)
 		ws.mu.Lock()
 		ws.gen++
 		ws.conn, ws.roots = conn, roots
 		gen, lineage := ws.gen, ws.lineage
-		ws.each(func(dir string, f *recFeed) {
+		ws.each(func(dir string, f *Feed) {
 			if list, ok := lists[f]; ok {
 				f.up(conn, gen, lineage, list)
 			} else {
@@ -386,11 +394,11 @@ func (ws *watchSession) run() {
 		ws.mu.Lock()
 		ws.conn, ws.roots = nil, nil
 		clear(ws.fresh)
-		ws.each(func(_ string, f *recFeed) { f.down() })
+		ws.each(func(_ string, f *Feed) { f.down() })
 		ws.mu.Unlock()
 		if keep {
-			ws.setState(StateDisconnected, 0, addr)
-			ws.logger.Debug("watch session lost; resuming it", "session", hexSession(sid), "err", conn.Err())
+			ws.setState(WatchDisconnected, 0, addr)
+			ws.logger.Debug("watch session lost; resuming it", "session", HexSession(sid), "err", conn.Err())
 			if !lived && !pause() {
 				// Dropped right after it began (a fence refused what the
 				// server answered, say): a failed attempt, not a success
@@ -403,7 +411,7 @@ func (ws *watchSession) run() {
 
 // saw notes a zxid a connection of the session saw, for the next handshake.
 // Only run's goroutine writes.
-func (ws *watchSession) saw(z int64) {
+func (ws *WatchSession) saw(z int64) {
 	if z > ws.zxid.Load() {
 		ws.zxid.Store(z)
 	}
@@ -411,7 +419,7 @@ func (ws *watchSession) saw(z int64) {
 
 // serve keeps conn's watches in line with the feeds until conn is lost
 // (true: resume it) or the last feed left or the session closes (false).
-func (ws *watchSession) serve(conn *zkwire.Conn) (lost bool) {
+func (ws *WatchSession) serve(conn *zkwire.Conn) (lost bool) {
 	for {
 		if err := ws.reconcile(conn); err != nil {
 			if conn.Err() == nil {
@@ -439,10 +447,10 @@ func (ws *watchSession) serve(conn *zkwire.Conn) (lost bool) {
 // no feed needs any more, and hands the feeds that joined meanwhile the
 // session with a listing sent right behind their watch. It waits for the
 // added watches' replies.
-func (ws *watchSession) reconcile(conn *zkwire.Conn) error {
+func (ws *WatchSession) reconcile(conn *zkwire.Conn) error {
 	type joiner struct {
 		dir string
-		f   *recFeed
+		f   *Feed
 	}
 	ws.mu.Lock()
 	want := ws.wantedLocked()
@@ -513,29 +521,29 @@ func (ws *watchSession) reconcile(conn *zkwire.Conn) error {
 // each feed's children listing, which the server answers after the watches
 // are in place: the feeds' re-read then waits for no round trip of its
 // own. A new session that replaced a lost one, from zxid 0, syncs first
-// (see lost.go), in the same write: the server answers a session's
+// (see sd/lost.go), in the same write: the server answers a session's
 // requests in order, so the listings see every write the ensemble
 // committed before the sync.
-func (ws *watchSession) open(addr string, sid int64, passwd []byte) (*zkwire.Conn, map[*recFeed]*zkwire.Call, map[string]bool, error) {
-	ctx, cancel := context.WithTimeout(ws.ctx, ws.cfg.sessionTimeout)
+func (ws *WatchSession) open(addr string, sid int64, passwd []byte) (*zkwire.Conn, map[*Feed]*zkwire.Call, map[string]bool, error) {
+	ctx, cancel := context.WithTimeout(ws.ctx, ws.cfg.SessionTimeout)
 	defer cancel()
 	zxid := ws.zxid.Load()
-	conn, err := ws.cfg.dial(ctx, addr, sid, passwd, zxid, ws.route)
+	conn, err := ws.cfg.Dial(ctx, addr, sid, passwd, zxid, ws.route)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	ws.mu.Lock()
 	syncFirst := conn.SessionID() != sid && zxid == 0 && ws.lineage > 0
 	ws.mu.Unlock()
-	inject(fpWatchBeforeRewatch)
+	failpoint.Inject(failpoint.WatchBeforeRewatch)
 	type sub struct {
 		dir string
-		f   *recFeed
+		f   *Feed
 	}
 	var subs []sub
 	ws.mu.Lock()
 	roots := ws.wantedLocked()
-	ws.each(func(dir string, f *recFeed) { subs = append(subs, sub{dir, f}) })
+	ws.each(func(dir string, f *Feed) { subs = append(subs, sub{dir, f}) })
 	ws.mu.Unlock()
 	reqs := make([]zkwire.Req, 0, 1+len(roots)+len(subs))
 	if syncFirst {
@@ -549,7 +557,7 @@ func (ws *watchSession) open(addr string, sid int64, passwd []byte) (*zkwire.Con
 		reqs = append(reqs, zkwire.Req{Op: zkwire.OpGetChildren, Body: zkwire.GetChildrenBody(x.dir)})
 	}
 	calls := conn.SendAll(reqs...)
-	lists := make(map[*recFeed]*zkwire.Call, len(subs))
+	lists := make(map[*Feed]*zkwire.Call, len(subs))
 	for i, x := range subs {
 		lists[x.f] = calls[first+len(roots)+i]
 	}
@@ -573,54 +581,80 @@ func (ws *watchSession) open(addr string, sid int64, passwd []byte) (*zkwire.Con
 	return conn, lists, roots, nil
 }
 
-// stats counts the sessions made so far.
-func (ws *watchSession) stats() WatchSessionStats {
-	return WatchSessionStats{Created: ws.created.Load(), Resumed: ws.resumed.Load()}
+// Stats counts the sessions the server created and the reconnects that
+// kept their session, since NewWatchSession.
+func (ws *WatchSession) Stats() (created, resumed int64) {
+	return ws.created.Load(), ws.resumed.Load()
 }
 
-// recFeed is what a watchSession owes one subscriber: the current session,
+// State is the session's state now; WatchIdle while it is not wanted.
+func (ws *WatchSession) State() WatchState { return WatchState(ws.state.Load()) }
+
+// SessionID is the connected session's id, else 0.
+func (ws *WatchSession) SessionID() int64 { return ws.sid.Load() }
+
+// WatchView is a WatchSession seen from outside, for sd's tests.
+type WatchView struct {
+	Conn   *zkwire.Conn // nil while there is none
+	Roots  []string     // the recursive watches held on Conn
+	Zxid   int64        // what the next handshake sends
+	Losses uint64       // the sessions given up as lost (sd/lost.go)
+}
+
+// View is the session now (for sd's tests: export_test.go).
+func (ws *WatchSession) View() WatchView {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	return WatchView{Conn: ws.conn, Roots: slices.Collect(maps.Keys(ws.roots)), Zxid: ws.zxid.Load(), Losses: ws.lineage}
+}
+
+// Feed is what a WatchSession owes one subscriber: the current session,
 // whether everything must be read again, and what the notifications asked
 // for since the subscriber last looked. Its methods never block.
-type recFeed struct {
+type Feed struct {
 	mu      sync.Mutex
 	conn    *zkwire.Conn
 	gen     uint64
-	lineage uint64       // the watch session's zxid order conn is in (see Instancer.behind)
+	lineage uint64       // the watch session's zxid order conn is in (see sd's Instancer.behind)
 	full    bool         // a new session: read everything again
 	list    *zkwire.Call // the new session's children listing, sent ahead; nil: list anew
 	lost    bool         // the session went away
 	refused error
-	ops     map[string]recOp // by child name
-	events  int64            // notifications since the last take
+	ops     map[string]ChildOp // by child name
+	events  int64              // notifications since the last take
 	wake    chan struct{}
 }
 
-// recOp is what a notification asked for one child: read it (created or
-// changed), or drop it (deleted, at stream position seq).
-type recOp struct {
-	del bool
-	seq uint64
+// ChildOp is what a notification asked for one child: read it (created or
+// changed), or drop it (deleted, at stream position Seq).
+type ChildOp struct {
+	Del bool
+	Seq uint64
 }
 
-// recWork is a recFeed's news, taken at once.
-type recWork struct {
-	feed    *recFeed
-	conn    *zkwire.Conn
-	gen     uint64
-	lineage uint64
-	full    bool
-	list    *zkwire.Call
-	lost    bool
-	refused error
-	ops     map[string]recOp
-	events  int64
+// Work is a Feed's news, taken at once.
+type Work struct {
+	Feed    *Feed
+	Conn    *zkwire.Conn // nil: no session now
+	Gen     uint64       // counts the watch session's connections
+	Lineage uint64       // the watch session's zxid order Conn is in
+	Full    bool         // a new session: read everything again
+	List    *zkwire.Call // with Full: the children listing sent ahead, or nil
+	Lost    bool         // the session went away since the last Take
+	Refused error        // the server refused addWatch: watch per node
+	Ops     map[string]ChildOp
+	Events  int64 // notifications since the last Take
 }
 
-func newRecFeed() *recFeed {
-	return &recFeed{ops: map[string]recOp{}, wake: make(chan struct{}, 1)}
+// NewFeed makes a Feed to hand to WatchSession.Subscribe.
+func NewFeed() *Feed {
+	return &Feed{ops: map[string]ChildOp{}, wake: make(chan struct{}, 1)}
 }
 
-func (f *recFeed) poke() {
+// Wake is signalled when the Feed has news for Take.
+func (f *Feed) Wake() <-chan struct{} { return f.wake }
+
+func (f *Feed) poke() {
 	select {
 	case f.wake <- struct{}{}:
 	default:
@@ -631,7 +665,7 @@ func (f *recFeed) poke() {
 // own (down dropped the old one's): its notifications are routed from
 // addWatch on, and some may have come after the listing sent ahead was
 // answered, so they stay to be applied after the re-read.
-func (f *recFeed) up(conn *zkwire.Conn, gen, lineage uint64, list *zkwire.Call) {
+func (f *Feed) up(conn *zkwire.Conn, gen, lineage uint64, list *zkwire.Call) {
 	f.mu.Lock()
 	f.conn, f.gen, f.lineage, f.full, f.list = conn, gen, lineage, true, list
 	f.mu.Unlock()
@@ -640,7 +674,7 @@ func (f *recFeed) up(conn *zkwire.Conn, gen, lineage uint64, list *zkwire.Call) 
 
 // down drops the session; nothing of it is routed any more, and the
 // re-read of the next one covers every op noted on this one.
-func (f *recFeed) down() {
+func (f *Feed) down() {
 	f.mu.Lock()
 	f.conn, f.lost, f.list = nil, true, nil
 	clear(f.ops)
@@ -648,7 +682,7 @@ func (f *recFeed) down() {
 	f.poke()
 }
 
-func (f *recFeed) refuse(err error) {
+func (f *Feed) refuse(err error) {
 	f.mu.Lock()
 	f.refused = err
 	f.mu.Unlock()
@@ -657,15 +691,15 @@ func (f *recFeed) refuse(err error) {
 
 // event notes a notification about a child. A later op on the same child
 // replaces an earlier one: a read made after both sees the newest state.
-func (f *recFeed) event(seq uint64, ev zkwire.WatcherEvent) {
+func (f *Feed) event(seq uint64, ev zkwire.WatcherEvent) {
 	name := path.Base(ev.Path)
 	f.mu.Lock()
 	f.events++
 	switch ev.Type {
 	case zkwire.EventNodeCreated, zkwire.EventNodeDataChanged:
-		f.ops[name] = recOp{}
+		f.ops[name] = ChildOp{}
 	case zkwire.EventNodeDeleted:
-		f.ops[name] = recOp{del: true, seq: seq}
+		f.ops[name] = ChildOp{Del: true, Seq: seq}
 	default:
 		// NodeChildrenChanged reaches recursive watchers too on 3.6–3.8
 		// (ZOOKEEPER-4475); the children's own events say it all.
@@ -674,47 +708,48 @@ func (f *recFeed) event(seq uint64, ev zkwire.WatcherEvent) {
 	f.poke()
 }
 
-func (f *recFeed) take() recWork {
+// Take returns the Feed's news and clears it.
+func (f *Feed) Take() Work {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	w := recWork{feed: f, conn: f.conn, gen: f.gen, lineage: f.lineage, full: f.full, lost: f.lost, refused: f.refused, events: f.events}
-	if w.full {
-		w.list = f.list // waited for once, by this work
+	w := Work{Feed: f, Conn: f.conn, Gen: f.gen, Lineage: f.lineage, Full: f.full, Lost: f.lost, Refused: f.refused, Events: f.events}
+	if w.Full {
+		w.List = f.list // waited for once, by this work
 	}
 	f.full, f.lost, f.events, f.list = false, false, 0, nil
 	switch {
 	case f.conn == nil || len(f.ops) == 0:
-	case w.full:
+	case w.Full:
 		// A re-read ignores ops, and its listing may be older than some
-		// of them: they stay (settle weighs them against the reads) and
+		// of them: they stay (Settle weighs them against the reads) and
 		// are applied right after it.
 		f.poke()
 	default:
-		w.ops, f.ops = f.ops, map[string]recOp{}
+		w.Ops, f.ops = f.ops, map[string]ChildOp{}
 	}
 	return w
 }
 
-// putBack returns work that failed, unless a new session made it moot.
-func (f *recFeed) putBack(w recWork) {
+// PutBack returns work that failed, unless a new session made it moot.
+func (f *Feed) PutBack(w Work) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.gen != w.gen || f.conn == nil {
+	if f.gen != w.Gen || f.conn == nil {
 		return
 	}
-	f.full = f.full || w.full
-	for n, op := range w.ops {
+	f.full = f.full || w.Full
+	for n, op := range w.Ops {
 		if _, ok := f.ops[n]; !ok {
 			f.ops[n] = op
 		}
 	}
 }
 
-// settle decides, for reads answered at stream positions seqs, which may be
+// Settle decides, for reads answered at stream positions seqs, which may be
 // stored: not one whose child was deleted after the read. A deletion seen
 // before the read is what the read already shows, and is dropped. It
 // returns false when a new session made the reads moot.
-func (f *recFeed) settle(gen uint64, names []string, seqs []uint64) (keep []bool, ok bool) {
+func (f *Feed) Settle(gen uint64, names []string, seqs []uint64) (keep []bool, ok bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.gen != gen {
@@ -724,8 +759,8 @@ func (f *recFeed) settle(gen uint64, names []string, seqs []uint64) (keep []bool
 	for i, n := range names {
 		op, pending := f.ops[n]
 		switch {
-		case pending && op.del && op.seq > seqs[i]:
-		case pending && op.del:
+		case pending && op.Del && op.Seq > seqs[i]:
+		case pending && op.Del:
 			delete(f.ops, n)
 			keep[i] = true
 		default:
@@ -733,15 +768,4 @@ func (f *recFeed) settle(gen uint64, names []string, seqs []uint64) (keep []bool
 		}
 	}
 	return keep, true
-}
-
-// sawZxid notes a zxid the Client's own session saw, for its next
-// handshake (zkconn.Fence; bulk sessions go through sawOwnZxid).
-func (c *Client) sawZxid(z int64) {
-	for {
-		old := c.zxid.Load()
-		if z <= old || c.zxid.CompareAndSwap(old, z) {
-			return
-		}
-	}
 }

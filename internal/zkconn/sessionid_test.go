@@ -1,4 +1,4 @@
-package sd
+package zkconn
 
 import "testing"
 
@@ -14,8 +14,8 @@ func TestHexSessionIsHowZooKeeperPrintsIt(t *testing.T) {
 		{-1, "0xffffffffffffffff"},
 	}
 	for _, tt := range tests {
-		if got := hexSession(tt.give); got != tt.want {
-			t.Errorf("hexSession(%d) = %q, want %q", tt.give, got, tt.want)
+		if got := HexSession(tt.give); got != tt.want {
+			t.Errorf("HexSession(%d) = %q, want %q", tt.give, got, tt.want)
 		}
 	}
 }
