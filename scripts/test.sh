@@ -61,14 +61,19 @@ pernode_skip="^($(IFS='|'; echo "${pernode_skip_tests[*]}"))\$"
 # waiting on ZooKeeper): they start first, each in a go test of its own.
 # In the library's ./... run, go test started sd after the packages before
 # it in import-path order, 2 minutes in, and the suite ended with it.
+#
+# slowest_first DIR EXCEPT PKG...: the import paths of DIR's ./..., the
+# PKGs first (go test -p starts packages in the order given, so that none
+# of the slow ones starts last and ends the suite), without EXCEPT.
+slowest_first() {
+  local dir=$1 except=$2; shift 2
+  (cd "$dir" && { "$GO" list "$@"; "$GO" list ./...; } | awk -v x="$except" '$0 != x && !seen[$0]++')
+}
 labels=()
 first_pkgs=("${pkgs[@]}")
 if [ "${pkgs[*]}" = "./..." ]; then
-  # The rest, the slowest first (go test -p starts them in the order
-  # given), so that none of them starts last and ends the suite.
-  mapfile -t first_pkgs < <(cd "${modules[0]}" &&
-    { "$GO" list ./cmd/gracekit ./zktest ./provider ./grpcresolver ./fxmodule ./consumer ./endpoint; "$GO" list ./...; } |
-    awk -v sd="$("$GO" list ./sd/)" '$0 != sd && !seen[$0]++')
+  mapfile -t first_pkgs < <(slowest_first "${modules[0]}" "$(cd "${modules[0]}" && "$GO" list ./sd/)" \
+    ./cmd/gracekit ./zktest ./provider ./grpcresolver ./fxmodule ./consumer ./endpoint)
   [ "${#first_pkgs[@]}" -gt 0 ] || exit 1
   background sd . -- "${args[@]}" ./sd/
   labels+=("sd:sd")
@@ -76,7 +81,14 @@ fi
 background pernode . GRACEKIT_SD_WATCH_MODE=per-node -- "${args[@]}" -skip "$pernode_skip" ./sd/
 labels+=("pernode:sd, per-node watches")
 for m in "${modules[@]:1}"; do
-  background "mod-${m//\//_}" "$m" -- "${args[@]}" "${pkgs[@]}"
+  mod_pkgs=("${pkgs[@]}")
+  if [ "${pkgs[*]}" = "./..." ] && [ "$m" = examples ]; then
+    # chaos (its planted bugs built) and quickstart (the docs' programs
+    # built in a fresh module) started last in import-path order.
+    mapfile -t mod_pkgs < <(slowest_first "$m" "" ./chaos ./quickstart ./cachedgw ./grpc)
+    [ "${#mod_pkgs[@]}" -gt 0 ] || exit 1
+  fi
+  background "mod-${m//\//_}" "$m" -- "${args[@]}" "${mod_pkgs[@]}"
   labels+=("mod-${m//\//_}:$m")
 done
 
