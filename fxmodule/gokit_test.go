@@ -297,7 +297,9 @@ func TestAStockGoKitConsumerStopsCallingADrainedSickOrStoppingMigratingProvider(
 	}
 	// A count of one is m1 gone only while the go-kit provider stays: the
 	// Instancer's last set must be that provider alone. (Once, under make
-	// stress, a count of one was the go-kit provider gone, and m1 served.)
+	// stress, m1 served 6 of 40 calls after a count of one, the go-kit
+	// provider the other 34.)
+	twinPath := kitPath + "/quote/" + sd.GoKitTwinPrefix + "m1"
 	events := make(chan kitsd.Event, 64)
 	in.Register(events)
 	defer in.Deregister(events)
@@ -310,7 +312,14 @@ func TestAStockGoKitConsumerStopsCallingADrainedSickOrStoppingMigratingProvider(
 				continue
 			default:
 			}
-			return len(lastSet) == 1 && lastSet[0] == kitAddr && count(1)()
+			if len(lastSet) != 1 || lastSet[0] != kitAddr || !count(1)() {
+				return false
+			}
+			// And m1's twin is gone from ZooKeeper: go-kit's GetEntries
+			// leaves out a child whose read failed, so its set can lack
+			// m1 for a moment while the twin is still there.
+			ok, _, err := conn.Exists(twinPath)
+			return err == nil && !ok
 		}
 	}
 	// calls sends n calls and returns how many m1 served.
@@ -332,6 +341,9 @@ func TestAStockGoKitConsumerStopsCallingADrainedSickOrStoppingMigratingProvider(
 		return served
 	}
 	testutil.WaitFor(t, "go-kit's Endpointer has both providers", count(2))
+	if ok, _, err := conn.Exists(twinPath); err != nil || !ok {
+		t.Fatalf("m1's go-kit twin is not at %s (%v)", twinPath, err)
+	}
 	if n := calls(20); n == 0 {
 		t.Fatal("m1 served none of 20 calls while in rotation")
 	}
