@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	kitsd "github.com/go-kit/kit/sd"
@@ -120,7 +119,7 @@ func runSecure() error {
 			if err != nil {
 				return err
 			}
-			c0 := selfCPU()
+			c0 := cpuTime()
 			d, err := s.load()
 			if err != nil {
 				return err
@@ -133,7 +132,7 @@ func runSecure() error {
 				*s.times = append(*s.times, ms(d))
 				*s.conns = append(*s.conns, float64(dials.Load()-before))
 				*s.server = append(*s.server, ms(s1-s0))
-				*s.client = append(*s.client, ms(selfCPU()-c0))
+				*s.client = append(*s.client, ms(cpuTime()-c0))
 			}
 		}
 	}
@@ -220,13 +219,6 @@ func mean(v []float64) float64 {
 		sum += x
 	}
 	return sum / float64(max(1, len(v)))
-}
-
-// selfCPU is the CPU this process used so far (user and system).
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // held is a Client whose sessions an Instancer of one service keeps up.

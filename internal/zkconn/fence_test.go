@@ -109,28 +109,13 @@ func TestAZxidConnWritesTheReSendsRelativeZxid(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			client, server := net.Pipe()
-			defer client.Close()
-			defer server.Close()
 			f := newFence()
 			f.ReplyZxid.Store(0x300)
-			z := &fencedConn{Conn: client, f: f}
-			go func() { _, _ = io.Copy(io.Discard, io.LimitReader(server, 48)) }()
-			if _, err := z.Write(handshake(tt.session)); err != nil {
-				t.Fatal(err)
-			}
+			z, server := fencedPipe(t, f)
+			sendThrough(t, z, server, handshake(tt.session))
 			f.ReplyZxid.Store(0x400) // a reply of this connection: not what the re-send had seen
 			p := request(tt.op)
-			got := make(chan []byte, 1)
-			go func() {
-				b := make([]byte, len(p))
-				_, _ = io.ReadFull(server, b)
-				got <- b
-			}()
-			if n, err := z.Write(p); err != nil || n != len(p) {
-				t.Fatalf("Write: %d, %v", n, err)
-			}
-			if w := int64(binary.BigEndian.Uint64((<-got)[12:20])); w != tt.want {
+			if w := int64(binary.BigEndian.Uint64(sendThrough(t, z, server, p)[12:20])); w != tt.want {
 				t.Fatalf("on the wire %#x, want %#x", w, tt.want)
 			}
 			if own := int64(binary.BigEndian.Uint64(p[12:20])); own != 0x5 {
@@ -160,30 +145,11 @@ func TestAZxidConnRaisesTheHandshakesZxid(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			client, server := net.Pipe()
-			defer client.Close()
-			defer server.Close()
 			f := newFence()
 			f.Zxid.Store(tt.seen)
-			z := &fencedConn{Conn: client, f: f}
+			z, server := fencedPipe(t, f)
 			p := handshake(tt.own)
-			got := make(chan int64, 1)
-			go func() {
-				b := make([]byte, len(p))
-				n := 0
-				for n < len(b) {
-					k, err := server.Read(b[n:])
-					if err != nil {
-						break
-					}
-					n += k
-				}
-				got <- int64(binary.BigEndian.Uint64(b[8:16]))
-			}()
-			if n, err := z.Write(p); err != nil || n != len(p) {
-				t.Fatalf("Write: %d, %v", n, err)
-			}
-			if w := <-got; w != tt.wantOnWire {
+			if w := int64(binary.BigEndian.Uint64(sendThrough(t, z, server, p)[8:16])); w != tt.wantOnWire {
 				t.Fatalf("lastZxidSeen on the wire %#x, want %#x", w, tt.wantOnWire)
 			}
 			if own := int64(binary.BigEndian.Uint64(p[8:16])); own != tt.own {
@@ -191,4 +157,28 @@ func TestAZxidConnRaisesTheHandshakesZxid(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fencedPipe is a fenced connection over an in-memory pipe, and the
+// server's end of it; both close when the test ends.
+func fencedPipe(t *testing.T, f *Fence) (*fencedConn, net.Conn) {
+	t.Helper()
+	client, server := net.Pipe()
+	t.Cleanup(func() { _ = client.Close(); _ = server.Close() })
+	return &fencedConn{Conn: client, f: f}, server
+}
+
+// sendThrough writes p through z, whole, and returns what the server read.
+func sendThrough(t *testing.T, z *fencedConn, server net.Conn, p []byte) []byte {
+	t.Helper()
+	got := make(chan []byte, 1)
+	go func() {
+		b := make([]byte, len(p))
+		_, _ = io.ReadFull(server, b)
+		got <- b
+	}()
+	if n, err := z.Write(p); err != nil || n != len(p) {
+		t.Fatalf("Write: %d, %v", n, err)
+	}
+	return <-got
 }
