@@ -13,6 +13,13 @@ CORES       := $(shell getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
 PROCS       ?= $(CORES)
 PARALLEL    ?= $(shell echo $$((2 * $(CORES))))
 BENCHFLAGS  ?=
+# vet builds what it checks with the tests' flags, so that make test
+# compiles each dependency once, not once for vet and again for -race.
+VETFLAGS    ?= -race
+# Every go command here (and the go commands the tests run) keys its build
+# cache by content, not by the checkout's path: a fresh clone reuses what
+# an earlier clone compiled instead of compiling the whole module again.
+export GOFLAGS := $(strip $(filter-out -trimpath,$(GOFLAGS)) -trimpath)
 FUZZTIME    ?= 15s
 # The library's module, then the examples' and the benchmarks' own modules
 # (each with a replace to the library), so users inherit none of their
@@ -32,7 +39,7 @@ build:
 	@set -e; for m in $(MODULES); do echo "build: $$m"; (cd $$m && $(GO) build $(PKGS)); done
 
 vet:
-	@set -e; for m in $(MODULES); do echo "vet: $$m"; (cd $$m && $(GO) vet $(PKGS)); done
+	@set -e; for m in $(MODULES); do echo "vet: $$m"; (cd $$m && $(GO) vet $(VETFLAGS) $(PKGS)); done
 
 lint: vet
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) run $(STATICCHECK) $(PKGS)); done

@@ -2,13 +2,13 @@ package testutil
 
 import (
 	"bufio"
+	_ "embed"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +16,14 @@ import (
 
 	"github.com/gracekit/gracekit/zktest"
 )
+
+// listInstances is the client's Java source, run by java's source-file
+// mode. Embedded rather than found beside this file: under go test
+// -trimpath (make test's, so that a fresh clone reuses the build cache)
+// runtime.Caller names no path on disk.
+//
+//go:embed curator/ListInstances.java
+var listInstances []byte
 
 // debianNetty is what ZooKeeper's Netty client socket needs beside Debian's
 // zookeeper.jar (see zktest's TLS).
@@ -52,8 +60,10 @@ func NewCurator(tb testing.TB, connect string, jvmProps ...string) *Curator {
 		}
 		cp = curatorJar
 	}
-	_, file, _, _ := runtime.Caller(0)
-	src := filepath.Join(filepath.Dir(file), "curator", "ListInstances.java")
+	src := filepath.Join(tb.TempDir(), "ListInstances.java")
+	if err := os.WriteFile(src, listInstances, 0o600); err != nil {
+		tb.Fatal(err)
+	}
 	cp += string(os.PathListSeparator) + zkcp
 	for _, jar := range debianNetty { // the Netty client socket (TLS) needs them; Debian's manifest leaves them out
 		if _, err := os.Stat(jar); err == nil {
