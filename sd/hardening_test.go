@@ -720,3 +720,66 @@ func TestARegistrarCallWhoseReplyNeverComesIsTriedAgain(t *testing.T) {
 		}
 	}
 }
+
+// A conflict read once is RegisterContext's answer even when its ctx ends
+// amid a later try: the error names the holder, not ctx's error alone. A
+// ctx that ended while a retry's read was on the wire once left
+// fxmodule's Start with a bare "context deadline exceeded" (make test on
+// two loaded cores). Here the retry's read is held on the wire, after the
+// registrar's watch on the held node went out, and ctx is cancelled.
+func TestAConflictReadBeforeIsNamedWhenCtxEndsAmidALaterTry(t *testing.T) {
+	t.Parallel()
+	c, base := sharedZK(t)
+	at := sd.BasePath(base)
+	holder := newClient(t, c)
+	register(t, holder, instance("held", 8701), at)
+
+	var node atomic.Value // the held node's path
+	node.Store("")
+	var watched atomic.Bool
+	stalled, release := make(chan struct{}), make(chan struct{})
+	var stall sync.Once
+	dial := onWrite(func(conn net.Conn, n int, b []byte) (int, error) {
+		if _, op, ok := request(n, b); ok && len(b) >= 16 {
+			p, end := string(b[16:min(len(b), 16+int(binary.BigEndian.Uint32(b[12:16])))]), 16+int(binary.BigEndian.Uint32(b[12:16]))
+			switch {
+			case op == 3 && p == node.Load() && end < len(b) && b[end] == 1: // exists, with a watch
+				watched.Store(true)
+			case op == 4 && p == node.Load() && watched.Load(): // getData: the next try's read
+				stall.Do(func() { close(stalled) })
+				<-release
+			}
+		}
+		return conn.Write(b)
+	})
+	cl := newClient(t, c, sd.Dialer(dial.Dial), sd.SessionTimeout(30*time.Second))
+	r, err := sd.NewRegistrar(cl, instance("held", 8701), at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Store(r.Path())
+	defer close(release)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- r.RegisterContext(ctx) }()
+	select {
+	case <-stalled:
+	case err := <-errc:
+		t.Fatalf("RegisterContext = %v before its second try", err)
+	case <-time.After(waitLimit):
+		t.Fatal("no second try of the held node within", waitLimit)
+	}
+	cancel()
+	select {
+	case err = <-errc:
+	case <-time.After(waitLimit):
+		t.Fatal("RegisterContext did not return after its ctx ended")
+	}
+	var ce *sd.ConflictError
+	if !errors.As(err, &ce) || ce.Owner != holder.SessionID() || !errors.Is(err, context.Canceled) {
+		t.Fatalf("RegisterContext = %v, want a *ConflictError naming session 0x%x, and ctx's error", err, holder.SessionID())
+	}
+	t.Log(err)
+}

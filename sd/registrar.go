@@ -369,6 +369,7 @@ func (r *Registrar) RegisterContext(ctx context.Context) error {
 	var (
 		parents bool            // made once; ensure re-makes them if reaped
 		watch   <-chan zk.Event // armed once, re-armed only after it fired
+		held    *ConflictError  // the last holder read: the answer when ctx ends
 	)
 	for {
 		var err error
@@ -382,11 +383,19 @@ func (r *Registrar) RegisterContext(ctx context.Context) error {
 		if err == nil {
 			break
 		}
+		var conflict *ConflictError
+		if errors.As(err, &conflict) {
+			held = conflict
+		}
+		// ctx can end amid a later try (its read then returns ctx's
+		// error): the caller is still owed the conflict read before.
+		if held != nil && ctx.Err() != nil {
+			return fmt.Errorf("sd: register %s: %w (%w)", r.path, held, ctx.Err())
+		}
 		// A connection lost under the parents' creates is waited out as
 		// one lost under the node's; an ensemble that never answered is
 		// not.
-		var conflict *ConflictError
-		if neverConnected(err) || !errors.As(err, &conflict) && !isTransient(err) {
+		if neverConnected(err) || conflict == nil && !isTransient(err) {
 			return err
 		}
 		// Wait for the holder's node to go (or the connection to return).
@@ -401,6 +410,9 @@ func (r *Registrar) RegisterContext(ctx context.Context) error {
 		}
 		woke, cerr := retryPause(ctx, watch)
 		if cerr != nil {
+			if held != nil {
+				err = held
+			}
 			return fmt.Errorf("sd: register %s: %w (%w)", r.path, err, cerr)
 		}
 		if woke {
