@@ -35,8 +35,8 @@ background() {
   jobs_pids+=($!)
 }
 
-# The per-node pass leaves out sd tests that open no Instancer or Catalog
-# (or pin the recursive mode): the watch mode (sd.SetDefaultWatchMode)
+# The per-node pass leaves out sd tests that open no Instancer or Catalog:
+# the watch mode (sd.SetDefaultWatchMode)
 # reaches only those two, so these would run twice the same way, and the
 # JVMs they start (Curator, TLS servers, own servers) cost the suite about
 # a minute of CPU. A test that starts watching must leave this list: sd's
