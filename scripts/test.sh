@@ -35,13 +35,28 @@ background() {
   jobs_pids+=($!)
 }
 
-# The per-node pass leaves out sd tests that open no Instancer or Catalog:
-# the watch mode (sd.SetDefaultWatchMode)
-# reaches only those two, so these would run twice the same way, and the
-# JVMs they start (Curator, TLS servers, own servers) cost the suite about
-# a minute of CPU. A test that starts watching must leave this list: sd's
+# The per-node pass leaves out sd tests that open no Instancer or Catalog
+# in the default watch mode (none, or each with WithWatchMode): the mode
+# the pass sets (sd.SetDefaultWatchMode) reaches only those, so these would
+# run twice the same way, and the JVMs they start (Curator, TLS servers,
+# ensembles, own servers) cost the suite minutes of CPU. A listed test
+# that makes one in the default mode must leave the list: sd's
 # TestThePerNodePassLeavesOutOnlyTestsThatWatchNothing fails until it does.
 pernode_skip_tests=(
+  # every Instancer and Catalog made with WithWatchMode (the mode pinned, or each mode in turn)
+  TestAThrottledAddWatchIsTriedAgainNotFallenBackFrom TestCatalogFollowsEveryServiceWithOneWatch
+  TestADeletionIsMarkedAtEveryPropagationStage TestRecursiveModeHoldsOneWatchPerService
+  TestTheFirstListingGoesOutWithAddWatch TestRefusedAddWatchFallsBackToPerNode
+  TestRecursiveModeConvergesUnderChurn TestAChildListedTwiceIsPublishedOnce
+  TestARestoredEnsembleTakesTheProviderAndItsConsumersBack
+  TestAWatchSessionDroppedRightAfterItsHandshakeBacksOff
+  TestAnEnsembleOutageLongerThanTheSessionKeepsTheSessions TestTLSAndSASLRegisterWatchDrainStop
+  TestSASLRefusalEndsTheFirstLoad TestAConsumerOf64ServicesHoldsOneSession
+  TestSessionsOpenWhenNeededAndCloseWhenNot TestAStoppedServiceLeavesNoWatchOnTheServer
+  TestACatalogWatchCoversItsServices TestAShortDisconnectResumesTheWatchSession
+  TestAnExpiredWatchSessionIsReplaced TestWatchSessionsSpreadOverTheEnsemble
+  TestANewSessionAfterExpiryIsRefusedByAServerBehind
+  TestACatalogNeverListsAgainAServiceDeletedBeforeAStaleReRead TestWatchSessionEventsAreMarked
   # security
   TestSecurityFilesAreCheckedAtConstruction 'TestClientCertificateRotation.*'
   TestSecuritySettingsPrintNoPassword TestCuratorOverTLSAndSASLReadsWhatGracekitRegistered TestSASLUserIsWarnedOfALooseParent
