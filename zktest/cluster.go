@@ -305,6 +305,10 @@ func (c *Cluster) WaitServing(timeout time.Duration) error {
 				notReady = fmt.Errorf("server %d (%s): %w", s.ID, s.Addr(), err)
 				break
 			}
+			if err := s.ownsPort(); err != nil {
+				notReady = fmt.Errorf("server %d (%s): %w", s.ID, s.Addr(), err)
+				break
+			}
 			if err := s.secureListening(); err != nil { // it binds after the plaintext port
 				notReady = fmt.Errorf("server %d (%s): %w", s.ID, s.SecureAddr(), err)
 				break

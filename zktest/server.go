@@ -219,6 +219,22 @@ func (s *Server) Mode() (string, error) {
 	return "", fmt.Errorf("zktest: server %d is not serving: %s", s.ID, strings.TrimSpace(out))
 }
 
+// ownsPort checks that the server answering on s's client port is s, by
+// the data directory its conf four-letter word names: a port FreePorts
+// reserved can be taken by another test's server before this JVM binds
+// it, and that server's answers would pass for this one's start (the JVM
+// itself then fails to bind and exits, and the test talks to a stranger).
+func (s *Server) ownsPort() error {
+	out, err := fourLetter(s.Addr(), "conf", time.Second)
+	if err != nil {
+		return err
+	}
+	if want := "dataDir=" + filepath.Join(s.dir, "data"); !strings.Contains(out, want) {
+		return fmt.Errorf("zktest: port %d answers for another server (its conf has no %s)", s.ClientPort, want)
+	}
+	return nil
+}
+
 // Sessions lists the ids of the sessions connected to the server now, read
 // with the cons four-letter word: on both ports with the TLS option, whose
 // connection factory answers for its own connections only.
