@@ -2,6 +2,7 @@ package sd_test
 
 import (
 	"fmt"
+	"log/slog"
 	"net"
 	"slices"
 	"sync"
@@ -375,11 +376,23 @@ func TestACatalogNeverListsAgainAServiceDeletedBeforeAStaleReRead(t *testing.T) 
 		toB.Add(1)
 		return &forgetfulConn{Conn: conn}, nil
 	}
-	cl, err := sd.NewClient(a.Servers[0].Addr()+","+bAddr, sd.SessionTimeout(staleSession), sd.Dialer(dial)) // outlasts the outage
+	// The Client's log (the watch session's tries, the fence's refusals,
+	// a session given up as lost) tells a failure's path.
+	logs, logger := testutil.NewLogs()
+	cl, err := sd.NewClient(a.Servers[0].Addr()+","+bAddr, sd.SessionTimeout(staleSession), sd.Dialer(dial), sd.Logger(logger)) // outlasts the outage
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
+	t.Cleanup(func() {
+		if t.Failed() {
+			id, server := sd.WatchSessionID(cl)
+			t.Logf("watch session %#x on %s (A %s, B %s), %d dials to B; the Client's log:", id, server, a.Servers[0].Addr(), bAddr, toB.Load())
+			for _, r := range logs.All(slog.LevelDebug) {
+				t.Logf("%s %s %q %v", r.Time.Format("15:04:05.000"), r.Level, r.Message, r.Attrs)
+			}
+		}
+	})
 	k, err := sd.NewCatalog(cl, sd.WithWatchMode(sd.WatchRecursive))
 	if err != nil {
 		t.Fatal(err)
@@ -437,6 +450,7 @@ func TestACatalogNeverListsAgainAServiceDeletedBeforeAStaleReRead(t *testing.T) 
 	if err := a.Servers[0].Stop(); err != nil {
 		t.Fatal(err)
 	}
+	logger.Info("test: A stopped")
 	from := toB.Load()
 	testutil.WaitFor(t, "four tries of the server behind", func() bool { return toB.Load() >= from+4 || oldAgain() != nil })
 	if l := oldAgain(); l != nil {
@@ -445,9 +459,18 @@ func TestACatalogNeverListsAgainAServiceDeletedBeforeAStaleReRead(t *testing.T) 
 	if err := a.Restart(a.Servers[0]); err != nil {
 		t.Fatal(err)
 	}
+	logger.Info("test: A serves again")
 	if _, err := w.Create("/services/newer", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}
+	logger.Info("test: newer created")
+	t.Cleanup(func() {
+		if t.Failed() {
+			mu.Lock()
+			defer mu.Unlock()
+			t.Logf("the Catalog's lists: %v", lists)
+		}
+	})
 	testutil.WaitFor(t, "keep, new and newer", listed("keep", "new", "newer"))
 	if l := oldAgain(); l != nil {
 		t.Fatalf("the Catalog listed the deleted service again: %v", l)
