@@ -13,12 +13,19 @@ const WaitLimit = 30 * time.Second
 // WaitFor polls cond until it holds, failing the test after WaitLimit.
 func WaitFor(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()
-	deadline := time.Now().Add(WaitLimit)
+	WaitForWithin(tb, what, WaitLimit, cond)
+}
+
+// WaitForWithin is WaitFor with a bound of the test's own, for a wait the
+// code under test may stretch by design (a multiple of a session timeout).
+func WaitForWithin(tb testing.TB, what string, limit time.Duration, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(limit)
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for !cond() {
 		if time.Now().After(deadline) {
-			tb.Fatalf("%s: not within %v", what, WaitLimit)
+			tb.Fatalf("%s: not within %v", what, limit)
 		}
 		<-tick.C
 	}
