@@ -40,6 +40,7 @@ func kinds(fs []finding) []string {
 // Each case builds a registry with one thing wrong, under parents an admin
 // locked down (world:anyone:r), so that nothing else is found.
 func TestCheckFindsEachKind(t *testing.T) {
+	t.Parallel()
 	c := zkServer(t)
 	conn := rawConn(t, c, true)
 	eph := func(t *testing.T, p string, data []byte, acl []zk.ACL) {
@@ -210,6 +211,7 @@ func TestCheckFindsEachKind(t *testing.T) {
 }
 
 func TestCheckOnWhatGracekitRegistered(t *testing.T) {
+	t.Parallel()
 	c := zkServer(t)
 	t.Run("with digest auth, gracekit's parents pass", func(t *testing.T) {
 		base := basePath("check-gk-auth")
@@ -240,6 +242,7 @@ func TestCheckOnWhatGracekitRegistered(t *testing.T) {
 // buffer limit: go-zookeeper with that limit lists the service, and with
 // one byte less it cannot.
 func TestChildrenReplySizeIsTheFrameLength(t *testing.T) {
+	t.Parallel()
 	c := zkServer(t)
 	dir := basePath("check-size") + "/quote"
 	conn := rawConn(t, c, false)

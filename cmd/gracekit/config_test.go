@@ -104,6 +104,7 @@ func TestUsageAndConfigurationErrorsExitTwo(t *testing.T) {
 // Every connection refused: exit 2 at once, naming the address tried, not
 // after -timeout (issue 32).
 func TestNoServerExitsTwoWithinTheTimeout(t *testing.T) {
+	t.Parallel()
 	port := testutil.FreePort(t) // nothing listens there
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	for _, cmd := range [][]string{{"ls"}, {"watch", "quote"}, {"check"}} {

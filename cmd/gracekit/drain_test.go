@@ -15,6 +15,7 @@ import (
 // took it out, the node is the same node; undrain lets the Registrar put
 // it back UP.
 func TestDrainAndUndrainAnInstance(t *testing.T) {
+	t.Parallel()
 	c := zkServer(t)
 	base := basePath("drain")
 	cl := newClient(t, c)
@@ -63,6 +64,7 @@ func TestDrainAndUndrainAnInstance(t *testing.T) {
 // Issue 22: a drain of an unknown id is an error, and only those the
 // node's ACL lets write may drain; a refused drain changes nothing.
 func TestDrainRefusesAnUnknownIDAndTheUnauthorized(t *testing.T) {
+	t.Parallel()
 	c := zkServer(t)
 	base := basePath("drain-acl")
 	cl := newClient(t, c, sd.DigestAuth("admin", "secret"))
@@ -87,6 +89,7 @@ func TestDrainRefusesAnUnknownIDAndTheUnauthorized(t *testing.T) {
 // layout was given (-layout plain) or found (a data-less node read as
 // auto), and the node is left as it is.
 func TestADrainOfAPlainNodeIsRefused(t *testing.T) {
+	t.Parallel()
 	c := zkServer(t)
 	base := basePath("drain-plain")
 	conn := rawConn(t, c, true)

@@ -11,6 +11,7 @@ import (
 // the command says so at once, naming the addresses it tried, rather than
 // waiting out -timeout.
 func TestEveryServerRefusingEndsAtOnceNamingThem(t *testing.T) {
+	t.Parallel()
 	var addrs []string
 	for range 2 {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")

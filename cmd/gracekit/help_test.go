@@ -120,6 +120,7 @@ func dispatched(t *testing.T) []string {
 }
 
 func TestHelpCoversEveryCommand(t *testing.T) {
+	t.Parallel()
 	got := dispatched(t)
 	if want := sortedKeys(commandFlagSets); !slices.Equal(got, want) {
 		t.Fatalf("run dispatches %v; commandFlagSets in help_test.go has %v: keep the two in step", got, want)
@@ -197,6 +198,7 @@ func topHelp(t *testing.T) (help string, blocks map[string]string, entries map[s
 // command that defines it, or among the common flags for those every
 // command takes, and no entry for a flag that does not exist.
 func TestHelpListsEveryFlag(t *testing.T) {
+	t.Parallel()
 	_, blocks, entries := topHelp(t)
 	common := commonFlagNames()
 	defs := map[string]*flag.Flag{}
@@ -269,6 +271,7 @@ func checkMentions(t *testing.T, where, text string, cmds ...string) {
 // TestHelpMentionsNoFlagThatDoesNotExist: every -flag in gracekit help's
 // prose exists, as the flag of the command whose entry or line names it.
 func TestHelpMentionsNoFlagThatDoesNotExist(t *testing.T) {
+	t.Parallel()
 	help, blocks, _ := topHelp(t)
 	all := sortedKeys(commandFlagSets)
 	for cmd, block := range blocks {
@@ -280,6 +283,7 @@ func TestHelpMentionsNoFlagThatDoesNotExist(t *testing.T) {
 // TestCommandHelpListsItsFlags: gracekit <command> -h exits 0 and lists
 // exactly the flags the command defines, and its prose names no other.
 func TestCommandHelpListsItsFlags(t *testing.T) {
+	t.Parallel()
 	listed := regexp.MustCompile(`(?m)^  -([a-z][a-z0-9-]*)`)
 	for cmd, build := range commandFlagSets {
 		t.Run(cmd, func(t *testing.T) {
@@ -311,6 +315,7 @@ func TestCommandHelpListsItsFlags(t *testing.T) {
 // TestDocsMentionEveryFlag: docs/CLI.md and the README beside this file
 // name every flag of every command, and no flag that does not exist.
 func TestDocsMentionEveryFlag(t *testing.T) {
+	t.Parallel()
 	all := sortedKeys(commandFlagSets)
 	for _, doc := range []string{"../../docs/CLI.md", "README.md"} {
 		b, err := os.ReadFile(doc)

@@ -53,6 +53,7 @@ func frozenServer(t *testing.T) string {
 // Issue 22: -timeout bounds every exit, within a second more, against a
 // server that accepts and never answers (it took 8 s for 2 s).
 func TestTimeoutBoundsTheExitAgainstAServerThatNeverAnswers(t *testing.T) {
+	t.Parallel()
 	addr := frozenServer(t)
 	const timeout = 2 * time.Second
 	for _, cmd := range [][]string{{"ls"}, {"watch", "quote"}, {"watch"}, {"check"}} {
@@ -71,6 +72,7 @@ func TestTimeoutBoundsTheExitAgainstAServerThatNeverAnswers(t *testing.T) {
 // Issue 22: a base path or a chroot that does not exist exits 2 and says
 // which, instead of reading as an empty, clean registry.
 func TestAMissingBasePathOrChrootExitsTwo(t *testing.T) {
+	t.Parallel()
 	c := zkServer(t)
 	missing := basePath("no-such-base")
 	for _, cmd := range [][]string{{"ls"}, {"ls", "quote"}, {"check"}, {"watch"}} {
@@ -92,6 +94,7 @@ func TestAMissingBasePathOrChrootExitsTwo(t *testing.T) {
 // nodes as sd.PlainCodec does, where the Curator layout finds them
 // malformed.
 func TestLayoutPlainReadsDataLessNodes(t *testing.T) {
+	t.Parallel()
 	c := zkServer(t)
 	base := basePath("plain")
 	conn := rawConn(t, c, true)
@@ -117,6 +120,7 @@ func TestLayoutPlainReadsDataLessNodes(t *testing.T) {
 // Issue 22: watch without a service follows every service, those that
 // appear later included.
 func TestWatchWithoutAServiceWatchesEveryService(t *testing.T) {
+	t.Parallel()
 	c := zkServer(t)
 	base := basePath("watch-all")
 	cl := newClient(t, c)
@@ -137,6 +141,7 @@ func TestWatchWithoutAServiceWatchesEveryService(t *testing.T) {
 
 // Issue 22: ls -status lists only the instances with that status.
 func TestLsStatusFilters(t *testing.T) {
+	t.Parallel()
 	c := zkServer(t)
 	base := basePath("ls-status")
 	cl := newClient(t, c)
@@ -156,6 +161,7 @@ func TestLsStatusFilters(t *testing.T) {
 // Issue 22: text output shows the SSL port beside the port, and JSON
 // times carry milliseconds, three digits, as the README shows.
 func TestTextShowsTheSSLPortAndJSONHasMilliseconds(t *testing.T) {
+	t.Parallel()
 	c := zkServer(t)
 	base := basePath("ssl-ms")
 	cl := newClient(t, c)

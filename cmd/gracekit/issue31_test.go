@@ -25,6 +25,7 @@ const foreignNode = `{"name":"quote","id":"j1","address":"10.0.0.9","port":8080,
 // Curator-written one, which no gracekit Registrar keeps, undrains to UP.
 // A payload of another class is refused and left as it is.
 func TestDrainKeepsForeignNodesAndUndrainsCuratorsToUp(t *testing.T) {
+	t.Parallel()
 	c := zkServer(t)
 	base := basePath("drain-foreign")
 	conn := rawConn(t, c, true)
@@ -93,6 +94,7 @@ func TestDrainKeepsForeignNodesAndUndrainsCuratorsToUp(t *testing.T) {
 // UP, saying how many are, and changes nothing; -force drains anyway;
 // draining a drained instance again needs no capacity.
 func TestDrainGuardsCapacity(t *testing.T) {
+	t.Parallel()
 	c := zkServer(t)
 	base := basePath("drain-min-up")
 	cl := newClient(t, c)
@@ -140,6 +142,7 @@ func TestDrainGuardsCapacity(t *testing.T) {
 // go-kit node is drained only by deleting it (-delete, which says how it
 // comes back), and a twin's drain is refused with the way to do it.
 func TestTheCLIKnowsAMigration(t *testing.T) {
+	t.Parallel()
 	c := zkServer(t)
 	base := basePath("migrate")
 	conn := rawConn(t, c, true)

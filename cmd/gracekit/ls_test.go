@@ -27,6 +27,7 @@ func lsJSON(t *testing.T, args ...string) lsOutput {
 }
 
 func TestLsShowsWhatGracekitRegistered(t *testing.T) {
+	t.Parallel()
 	c := zkServer(t)
 	base := basePath("ls-gracekit")
 	cl := newClient(t, c)
@@ -121,6 +122,7 @@ func TestLsShowsWhatGracekitRegistered(t *testing.T) {
 // The recorded Curator nodes, as a Spring Cloud Zookeeper service leaves
 // them, read field by field.
 func TestLsReadsCuratorFixtures(t *testing.T) {
+	t.Parallel()
 	c := zkServer(t)
 	base := basePath("ls-curator")
 	conn := rawConn(t, c, true)

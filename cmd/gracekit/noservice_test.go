@@ -14,6 +14,7 @@ import (
 // the services that do, on every command that takes one; it read as a
 // clean, empty service ("no findings in 1 services, 0 nodes", exit 0).
 func TestANamedServiceThatDoesNotExistExitsOne(t *testing.T) {
+	t.Parallel()
 	c := zkServer(t)
 	base := basePath("no-service")
 	cl := newClient(t, c)
@@ -55,6 +56,7 @@ func TestANamedServiceThatDoesNotExistExitsOne(t *testing.T) {
 // With no service at all under the base path, the message says so; with a
 // base path the session may not list, it says that, and still exits 1.
 func TestANamedServiceUnderAnEmptyOrUnlistableBasePath(t *testing.T) {
+	t.Parallel()
 	c := zkServer(t)
 	conn := rawConn(t, c, true)
 	empty := basePath("no-service-empty")
@@ -76,6 +78,7 @@ func TestANamedServiceUnderAnEmptyOrUnlistableBasePath(t *testing.T) {
 // The list of services there is cut at noServiceListed: a registry of
 // thousands would bury the message.
 func TestNoServiceErrorListsAFewServices(t *testing.T) {
+	t.Parallel()
 	var there []string
 	for i := range noServiceListed + 5 {
 		there = append(there, fmt.Sprintf("s%02d", i))
@@ -91,6 +94,7 @@ func TestNoServiceErrorListsAFewServices(t *testing.T) {
 // watch -wait waits for what does not exist yet, as watch of a service did
 // before issue 32: without a service, for the base path too.
 func TestWatchWaitWaitsForAMissingBasePath(t *testing.T) {
+	t.Parallel()
 	c := zkServer(t)
 	base := basePath("watch-wait-base")
 	if code, _, stderr := gk(t, on(c, base, "watch")...); code != exitUsage || !strings.Contains(stderr, "base path "+base+" does not exist") {

@@ -20,6 +20,7 @@ import (
 // the check passes again it is UP and unmarked; an operator's drain says
 // (by operator) and wins over a failing check.
 func TestLsAndWatchSayTheHealthCheckOrTheOperatorTookItOut(t *testing.T) {
+	t.Parallel()
 	c := zkServer(t)
 	base := basePath("out-by")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -100,6 +100,7 @@ func is(kind, id string) func(watchEvent) bool {
 }
 
 func TestWatchPrintsChangesLive(t *testing.T) {
+	t.Parallel()
 	c := zkServer(t)
 	base := basePath("watch-live")
 	cl := newClient(t, c)
@@ -179,6 +180,7 @@ func TestWatchPrintsChangesLive(t *testing.T) {
 // start; Curator's parents come and go with their instances) is watched
 // until it appears.
 func TestWatchWaitsForAServiceToAppearAndPrintsText(t *testing.T) {
+	t.Parallel()
 	c := zkServer(t)
 	base := basePath("watch-text")
 	var out, errs lines
@@ -215,6 +217,7 @@ func TestWatchWaitsForAServiceToAppearAndPrintsText(t *testing.T) {
 }
 
 func TestWatchForEndsOnItsOwn(t *testing.T) {
+	t.Parallel()
 	c := zkServer(t)
 	done := make(chan int, 1)
 	var out, errs lines
