@@ -91,10 +91,10 @@ if [ "${pkgs[*]}" = "./..." ]; then
   mapfile -t first_pkgs < <(slowest_first "${modules[0]}" "$(cd "${modules[0]}" && "$GO" list ./sd/)" \
     ./cmd/gracekit ./zktest ./provider ./grpcresolver ./fxmodule ./consumer ./endpoint)
   [ "${#first_pkgs[@]}" -gt 0 ] || exit 1
-  background sd . -- "${args[@]}" ${SD_PARALLEL:+-parallel "$SD_PARALLEL"} ./sd/
+  background sd . -- "${args[@]}" ./sd/
   labels+=("sd:sd")
 fi
-background pernode . GRACEKIT_SD_WATCH_MODE=per-node -- "${args[@]}" ${SD_PARALLEL:+-parallel "$SD_PARALLEL"} -skip "$pernode_skip" ./sd/
+background pernode . GRACEKIT_SD_WATCH_MODE=per-node -- "${args[@]}" -skip "$pernode_skip" ./sd/
 labels+=("pernode:sd, per-node watches")
 for m in "${modules[@]:1}"; do
   mod_pkgs=("${pkgs[@]}")
