@@ -35,6 +35,7 @@ func (s *spyConn) Write(p []byte) (int, error) {
 // and one nothing touched does not (a relativeZxid of 0, go-zookeeper's
 // when handed zeroes, would fire it; one too high would miss the change).
 func TestTheOwnSessionsWatchesAfterAReconnectFireForWhatChangedMeanwhileOnly(t *testing.T) {
+	t.Parallel()
 	srv, dir := zktest.Shared(t), zktest.UniquePath(t)
 	w := testutil.ZKConn(t, srv.Addrs())
 	for _, p := range []string{dir, dir + "/a"} {

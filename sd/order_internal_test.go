@@ -19,6 +19,7 @@ func byPubThenID(a, b *entry) int {
 // that share a long prefix or none, that are shorter than a key or equal in
 // its 8 bytes, empty (a malformed node's), or the same on several IDs.
 func TestSortByPubIsASortByPubThenID(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(1, 2))
 	shapes := []func() string{
 		func() string { return fmt.Sprintf("10.1.%d.%d:8080", r.IntN(40), r.IntN(250)) },
