@@ -35,43 +35,13 @@ background() {
   jobs_pids+=($!)
 }
 
-# The per-node pass leaves out sd tests that open no Instancer or Catalog
-# in the default watch mode (none, or each with WithWatchMode): the mode
-# the pass sets (sd.SetDefaultWatchMode) reaches only those, so these would
-# run twice the same way, and the JVMs they start (Curator, TLS servers,
-# ensembles, own servers) cost the suite minutes of CPU. A listed test
-# that makes one in the default mode must leave the list: sd's
-# TestThePerNodePassLeavesOutOnlyTestsThatWatchNothing fails until it does.
-pernode_skip_tests=(
-  # every Instancer and Catalog made with WithWatchMode (the mode pinned, or each mode in turn)
-  TestAThrottledAddWatchIsTriedAgainNotFallenBackFrom TestCatalogFollowsEveryServiceWithOneWatch
-  TestADeletionIsMarkedAtEveryPropagationStage TestRecursiveModeHoldsOneWatchPerService
-  TestTheFirstListingGoesOutWithAddWatch TestRefusedAddWatchFallsBackToPerNode
-  TestRecursiveModeConvergesUnderChurn TestAChildListedTwiceIsPublishedOnce
-  TestARestoredEnsembleTakesTheProviderAndItsConsumersBack
-  TestAWatchSessionDroppedRightAfterItsHandshakeBacksOff
-  TestAnEnsembleOutageLongerThanTheSessionKeepsTheSessions TestTLSAndSASLRegisterWatchDrainStop
-  TestSASLRefusalEndsTheFirstLoad TestAConsumerOf64ServicesHoldsOneSession
-  TestSessionsOpenWhenNeededAndCloseWhenNot TestAStoppedServiceLeavesNoWatchOnTheServer
-  TestACatalogWatchCoversItsServices TestAShortDisconnectResumesTheWatchSession
-  TestAnExpiredWatchSessionIsReplaced TestWatchSessionsSpreadOverTheEnsemble
-  TestANewSessionAfterExpiryIsRefusedByAServerBehind
-  TestACatalogNeverListsAgainAServiceDeletedBeforeAStaleReRead TestWatchSessionEventsAreMarked
-  # security
-  TestSecurityFilesAreCheckedAtConstruction 'TestClientCertificateRotation.*'
-  TestSecuritySettingsPrintNoPassword TestCuratorOverTLSAndSASLReadsWhatGracekitRegistered TestSASLUserIsWarnedOfALooseParent
-  # the Client's own session and the Registrar alone
-  TestRegisteredBytesHaveTheFixtureShape TestIDHeldByAnotherSessionIsRefused TestAStockCuratorClientListsOurRegistrations
-  TestClientOwnSessionStates TestAShortDisconnectResumesTheOwnSession TestPlainAndGoKitRegistrarsWriteAtMostTwicePerStatusChange
-  TestStatusChangeDuringAShortDisconnectConverges TestNothingWritesAfterDeregisterReturns
-  TestDeregisterWaitsOutAConnectionLostUnderItsDelete TestRegisterWaitsOutAConnectionLostUnderItsParentsCreate
-  TestRegisterWalksAgainWhenAContainerParentIsReapedUnderIt TestARegistrarCallWhoseReplyNeverComesIsTriedAgain
-  TestPlainLayoutParentsStayAfterTheLastInstanceLeaves TestPlainLayoutParentModeContainerIsReaped
-  TestCuratorLayoutParentModePersistentStays TestRegisterUnderAParentThatDeniesCreate
-  TestSetStatusAfterTheClientClosedReturnsErrClosed TestRegisterRefusesAPersistentNodeAtItsPath
-  TestAnUndecodableDrainedNodeIsRewrittenDrained TestRegistrationTimeIsTheFirstCreates TestSetStatusByMarksTheNodeAndNeverHoldsIt
-)
-pernode_skip="^($(IFS='|'; echo "${pernode_skip_tests[*]}"))\$"
+# The per-node pass runs only the sd tests that make an Instancer or a
+# Catalog in the default watch mode, the one mode the pass sets
+# (sd.SetDefaultWatchMode): internal/tools/watchmode finds them in the
+# source. The others would run twice the same way, and their JVMs
+# (ensembles, TLS servers, Curator) cost the suite minutes of CPU.
+"$GO" build -o "$tmp/watchmode" ./internal/tools/watchmode || exit 1
+pernode_run=$("$tmp/watchmode" "${modules[0]}/sd") || exit 1
 
 # sd's two passes are the suite's longest (about 100 s each, mostly
 # waiting on ZooKeeper): they start first, each in a go test of its own.
@@ -94,7 +64,7 @@ if [ "${pkgs[*]}" = "./..." ]; then
   background sd . -- "${args[@]}" ./sd/
   labels+=("sd:sd")
 fi
-background pernode . GRACEKIT_SD_WATCH_MODE=per-node -- "${args[@]}" -skip "$pernode_skip" ./sd/
+background pernode . GRACEKIT_SD_WATCH_MODE=per-node -- "${args[@]}" -run "$pernode_run" ./sd/
 labels+=("pernode:sd, per-node watches")
 for m in "${modules[@]:1}"; do
   mod_pkgs=("${pkgs[@]}")
