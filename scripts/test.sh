@@ -59,7 +59,8 @@ labels=()
 first_pkgs=("${pkgs[@]}")
 if [ "${pkgs[*]}" = "./..." ]; then
   mapfile -t first_pkgs < <(slowest_first "${modules[0]}" "$(cd "${modules[0]}" && "$GO" list ./sd/)" \
-    ./cmd/gracekit ./zktest ./provider ./grpcresolver ./fxmodule ./consumer ./endpoint)
+    ./cmd/gracekit ./zktest ./provider ./grpcresolver ./fxmodule ./consumer ./endpoint \
+    ./internal/zkconn ./internal/zkwire ./shutdown ./shutdown/flush ./shutdown/grpcstop ./internal/testutil ./lifecycle)
   [ "${#first_pkgs[@]}" -gt 0 ] || exit 1
   background sd . -- "${args[@]}" ./sd/
   labels+=("sd:sd")
