@@ -33,12 +33,6 @@ var zkOps = map[string]int32{
 	"addWatch":        106,
 }
 
-// Reserved xids of server-sent packets and client bookkeeping.
-const (
-	xidNotification = -1
-	xidPing         = -2
-)
-
 // maxFrame is the largest length taken for a packet: ZooKeeper refuses
 // more than jute.maxbuffer (1 MiB by default) anyway; a larger one means
 // the stream is not ZooKeeper's, and the framer stops parsing.
