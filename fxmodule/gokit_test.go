@@ -305,22 +305,17 @@ func TestAStockGoKitConsumerStopsCallingADrainedSickOrStoppingMigratingProvider(
 	defer in.Deregister(events)
 	var lastSet []string
 	kitOnly := func() bool {
-		for {
-			select {
-			case ev := <-events:
-				lastSet = ev.Instances
-				continue
-			default:
-			}
-			if len(lastSet) != 1 || lastSet[0] != kitAddr || !count(1)() {
-				return false
-			}
-			// And m1's twin is gone from ZooKeeper: go-kit's GetEntries
-			// leaves out a child whose read failed, so its set can lack
-			// m1 for a moment while the twin is still there.
-			ok, _, err := conn.Exists(twinPath)
-			return err == nil && !ok
+		for len(events) > 0 {
+			lastSet = (<-events).Instances
 		}
+		if len(lastSet) != 1 || lastSet[0] != kitAddr || !count(1)() {
+			return false
+		}
+		// And m1's twin is gone from ZooKeeper: go-kit's GetEntries
+		// leaves out a child whose read failed, so its set can lack m1
+		// for a moment while the twin is still there.
+		ok, _, err := conn.Exists(twinPath)
+		return err == nil && !ok
 	}
 	// calls sends n calls and returns how many m1 served.
 	calls := func(n int) int {

@@ -38,12 +38,6 @@ func tlsOf(pki *zktest.PKI) sd.TLSConfig {
 
 const saslUser, saslPassword = "orders-svc", "pa55-Word"
 
-// firstSecureConnect bounds a test Client's wait for a session on a new
-// TLS or SASL server: its JVM runs the TLS and SASL code uncompiled, and
-// under make test's load a first handshake to a fresh TLS ensemble took
-// over the default 10 s. The CLI's tests found the same (firstTLSConnect).
-const firstSecureConnect = 30 * time.Second
-
 // The provider's and the consumer's paths (register, watch with the watch
 // session and bulk reads, drain, deregister, stop) over TLS with client
 // certificates, and over SASL with sessionRequireClientSASLAuth.
@@ -65,7 +59,7 @@ func TestTLSAndSASLRegisterWatchDrainStop(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			newSecure := func() *sd.Client {
-				cl, err := sd.NewClient(tt.connect, append([]sd.ClientOption{sd.SessionTimeout(2 * time.Second), sd.ConnectTimeout(firstSecureConnect)}, tt.opts...)...)
+				cl, err := sd.NewClient(tt.connect, append([]sd.ClientOption{sd.SessionTimeout(2 * time.Second), sd.ConnectTimeout(testutil.FirstSecureConnect)}, tt.opts...)...)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -276,7 +270,7 @@ func TestClientCertificateRotation(t *testing.T) {
 	t.Parallel()
 	pki := securePKI(t)
 	zkc := zktest.New(t, zktest.TLS(pki))
-	cl, err := sd.NewClient(zkc.SecureConnectString(), sd.SessionTimeout(2*time.Second), sd.ConnectTimeout(firstSecureConnect), sd.TLS(tlsOf(pki)))
+	cl, err := sd.NewClient(zkc.SecureConnectString(), sd.SessionTimeout(2*time.Second), sd.ConnectTimeout(testutil.FirstSecureConnect), sd.TLS(tlsOf(pki)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,7 +321,7 @@ func TestTLSAndSASLEnsembleKeepsTheSessionAcrossAMemberLoss(t *testing.T) {
 	t.Parallel()
 	pki := securePKI(t)
 	zkc := zktest.New(t, zktest.Size(3), zktest.TLS(pki), zktest.SASL(map[string]string{saslUser: saslPassword}))
-	cl, err := sd.NewClient(zkc.SecureConnectString(), sd.SessionTimeout(memberLossSession), sd.ConnectTimeout(firstSecureConnect), sd.TLS(tlsOf(pki)), sd.SASL(saslUser, saslPassword))
+	cl, err := sd.NewClient(zkc.SecureConnectString(), sd.SessionTimeout(memberLossSession), sd.ConnectTimeout(testutil.FirstSecureConnect), sd.TLS(tlsOf(pki)), sd.SASL(saslUser, saslPassword))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,7 +376,7 @@ func TestClientCertificateRotationOnReconnect(t *testing.T) {
 		}
 		conns = nil
 	}
-	cl, err := sd.NewClient(zkc.SecureConnectString(), sd.SessionTimeout(4*time.Second), sd.ConnectTimeout(firstSecureConnect), sd.TLS(tlsOf(pki)), sd.Dialer(track))
+	cl, err := sd.NewClient(zkc.SecureConnectString(), sd.SessionTimeout(4*time.Second), sd.ConnectTimeout(testutil.FirstSecureConnect), sd.TLS(tlsOf(pki)), sd.Dialer(track))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,7 +402,7 @@ func TestCuratorOverTLSAndSASLReadsWhatGracekitRegistered(t *testing.T) {
 	t.Parallel()
 	pki := securePKI(t)
 	zkc := zktest.New(t, zktest.TLS(pki), zktest.SASL(map[string]string{saslUser: saslPassword}))
-	cl, err := sd.NewClient(zkc.SecureConnectString(), sd.SessionTimeout(4*time.Second), sd.ConnectTimeout(firstSecureConnect), sd.TLS(tlsOf(pki)), sd.SASL(saslUser, saslPassword))
+	cl, err := sd.NewClient(zkc.SecureConnectString(), sd.SessionTimeout(4*time.Second), sd.ConnectTimeout(testutil.FirstSecureConnect), sd.TLS(tlsOf(pki)), sd.SASL(saslUser, saslPassword))
 	if err != nil {
 		t.Fatal(err)
 	}

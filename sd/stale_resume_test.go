@@ -376,23 +376,12 @@ func TestACatalogNeverListsAgainAServiceDeletedBeforeAStaleReRead(t *testing.T) 
 		toB.Add(1)
 		return &forgetfulConn{Conn: conn}, nil
 	}
-	// The Client's log (the watch session's tries, the fence's refusals,
-	// a session given up as lost) tells a failure's path.
 	logs, logger := testutil.NewLogs()
 	cl, err := sd.NewClient(a.Servers[0].Addr()+","+bAddr, sd.SessionTimeout(staleSession), sd.Dialer(dial), sd.Logger(logger)) // outlasts the outage
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
-	t.Cleanup(func() {
-		if t.Failed() {
-			id, server := sd.WatchSessionID(cl)
-			t.Logf("watch session %#x on %s (A %s, B %s), %d dials to B; the Client's log:", id, server, a.Servers[0].Addr(), bAddr, toB.Load())
-			for _, r := range logs.All(slog.LevelDebug) {
-				t.Logf("%s %s %q %v", r.Time.Format("15:04:05.000"), r.Level, r.Message, r.Attrs)
-			}
-		}
-	})
 	k, err := sd.NewCatalog(cl, sd.WithWatchMode(sd.WatchRecursive))
 	if err != nil {
 		t.Fatal(err)
@@ -415,6 +404,22 @@ func TestACatalogNeverListsAgainAServiceDeletedBeforeAStaleReRead(t *testing.T) 
 		}
 	}()
 	t.Cleanup(func() { close(stop); <-done; k.Stop() })
+	// On failure, the path it took: the Client's log (the watch session's
+	// tries, the fence's refusals, a session given up as lost), where the
+	// watch session is, and the Catalog's lists.
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		id, server := sd.WatchSessionID(cl)
+		t.Logf("watch session %#x on %s (A %s, B %s), %d dials to B; the Client's log:", id, server, a.Servers[0].Addr(), bAddr, toB.Load())
+		for _, r := range logs.All(slog.LevelDebug) {
+			t.Logf("%s %s %q %v", r.Time.Format("15:04:05.000"), r.Level, r.Message, r.Attrs)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		t.Logf("the Catalog's lists: %v", lists)
+	})
 	listed := func(want ...string) func() bool {
 		return func() bool {
 			mu.Lock()
@@ -464,13 +469,6 @@ func TestACatalogNeverListsAgainAServiceDeletedBeforeAStaleReRead(t *testing.T) 
 		t.Fatal(err)
 	}
 	logger.Info("test: newer created")
-	t.Cleanup(func() {
-		if t.Failed() {
-			mu.Lock()
-			defer mu.Unlock()
-			t.Logf("the Catalog's lists: %v", lists)
-		}
-	})
 	// Back on A: a handshake A took while it was still starting goes
 	// unanswered and is given up after the session timeout shared among
 	// the two servers (15 s here; seen under make test's load), and one

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gracekit/gracekit/internal/testutil"
 	"github.com/gracekit/gracekit/sd"
 	"github.com/gracekit/gracekit/zktest"
 )
@@ -23,12 +24,6 @@ func secureServer(t *testing.T) (*zktest.Cluster, *zktest.PKI) {
 	return zktest.New(t, zktest.TLS(pki), zktest.SASL(map[string]string{cliSASLUser: cliSASLPassword})), pki
 }
 
-// firstTLSConnect bounds the tests' first connection to a new TLS server:
-// its JVM runs the TLS code uncompiled, and with make test beside a
-// helper's runs (load average 20 to 50) the first handshakes took over the
-// default 10 s.
-const firstTLSConnect = 30 * time.Second
-
 func secureFlags(pki *zktest.PKI) []string {
 	return []string{"-tls-ca", pki.CAFile, "-tls-cert", pki.ClientCert, "-tls-key", pki.ClientKey,
 		"-sasl-user", cliSASLUser, "-sasl-password", cliSASLPassword}
@@ -38,7 +33,7 @@ func TestLsAndDrainOverTLSAndSASL(t *testing.T) {
 	t.Parallel()
 	c, pki := secureServer(t)
 	base := basePath("secure")
-	cl, err := sd.NewClient(c.SecureConnectString(), sd.SessionTimeout(4*time.Second), sd.ConnectTimeout(firstTLSConnect),
+	cl, err := sd.NewClient(c.SecureConnectString(), sd.SessionTimeout(4*time.Second), sd.ConnectTimeout(testutil.FirstSecureConnect),
 		sd.TLS(sd.TLSConfig{CAFile: pki.CAFile, CertFile: pki.ClientCert, KeyFile: pki.ClientKey}), sd.SASL(cliSASLUser, cliSASLPassword))
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +108,7 @@ func TestSecurityFromTheEnvironment(t *testing.T) {
 	t.Setenv(envTLSKey, pki.ClientKey)
 	t.Setenv(envSASLUser, cliSASLUser)
 	t.Setenv(envSASLPassword, cliSASLPassword)
-	cl, err := sd.NewClient(c.SecureConnectString(), sd.SessionTimeout(4*time.Second), sd.ConnectTimeout(firstTLSConnect),
+	cl, err := sd.NewClient(c.SecureConnectString(), sd.SessionTimeout(4*time.Second), sd.ConnectTimeout(testutil.FirstSecureConnect),
 		sd.TLS(sd.TLSConfig{CAFile: pki.CAFile, CertFile: pki.ClientCert, KeyFile: pki.ClientKey}), sd.SASL(cliSASLUser, cliSASLPassword))
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,12 @@ import (
 // WaitLimit bounds every wait: generous, since CI machines are shared.
 const WaitLimit = 30 * time.Second
 
+// FirstSecureConnect bounds a test Client's wait for its first session on
+// a new TLS or SASL server: the JVM runs the TLS and SASL code uncompiled,
+// and under make test's load a first handshake took over sd's default
+// connect timeout (10 s), with one server and with a fresh ensemble.
+const FirstSecureConnect = 30 * time.Second
+
 // WaitFor polls cond until it holds, failing the test after WaitLimit.
 func WaitFor(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()
