@@ -22,7 +22,11 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-"$GO" build -o "$tmp/testsum" ./internal/tools/testsum || exit 1
+# The tools build with the tests' -race when they have it: a cold cache
+# then compiles the standard library once, not once more for two tools.
+tool_flags=()
+for a in "${args[@]}"; do [ "$a" != -race ] || tool_flags+=(-race); done
+"$GO" build "${tool_flags[@]}" -o "$tmp/testsum" ./internal/tools/testsum || exit 1
 
 # background NAME DIR ENV... -- go test arguments: runs go test in DIR,
 # its JSON to $tmp/NAME.json and its exit code to $tmp/NAME.rc.
@@ -40,7 +44,7 @@ background() {
 # (sd.SetDefaultWatchMode): internal/tools/watchmode finds them in the
 # source. The others would run twice the same way, and their JVMs
 # (ensembles, TLS servers, Curator) cost the suite minutes of CPU.
-"$GO" build -o "$tmp/watchmode" ./internal/tools/watchmode || exit 1
+"$GO" build "${tool_flags[@]}" -o "$tmp/watchmode" ./internal/tools/watchmode || exit 1
 pernode_run=$("$tmp/watchmode" "${modules[0]}/sd") || exit 1
 
 # sd's two passes are the suite's longest (about 100 s each, mostly

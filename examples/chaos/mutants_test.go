@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gracekit/gracekit/internal/testutil"
 )
 
 // libDir is the library's module directory, found as the mutation mode
@@ -49,7 +51,9 @@ func TestEveryMutantAppliesAndBuilds(t *testing.T) {
 			// The packages the edits touch (their dependencies come from the
 			// cache): linking cmd/... and provider for each mutant took most
 			// of this test's 28 s in make test.
-			args := []string{"build", "-tags", tagFailpoints, "-overlay", overlay}
+			// With the flags that built this test, so that only what the
+			// tag and the overlay change compiles.
+			args := append([]string{"build", "-tags", tagFailpoints, "-overlay", overlay}, testutil.GoBuildFlags()...)
 			for _, e := range plantedEdits[m.name] {
 				if dir := "./" + filepath.ToSlash(filepath.Dir(e.file)) + "/"; !slices.Contains(args, dir) {
 					args = append(args, dir)

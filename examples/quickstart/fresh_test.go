@@ -5,11 +5,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/gracekit/gracekit/internal/testutil"
 )
 
 // docPrograms returns every ```go block that is a program (a "package
@@ -69,13 +70,10 @@ func TestEveryDocProgramBuildsInAFreshModule(t *testing.T) {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	// -trimpath, when make test sets it, keys these builds by content, not
-	// by the temporary module's and this checkout's paths: each run then
-	// compiles only what changed instead of the library and every program.
-	goflags := "-mod=mod"
-	if slices.Contains(strings.Fields(os.Getenv("GOFLAGS")), "-trimpath") {
-		goflags += " -trimpath"
-	}
+	// The flags that built this test (-race, -trimpath, as make test
+	// sets them) key these builds as its own: they reuse its compile of
+	// the library and every dependency instead of compiling them again.
+	goflags := testutil.GoFlags("-mod=mod")
 	errs := make([]string, len(names))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 3)

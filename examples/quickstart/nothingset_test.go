@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gracekit/gracekit/internal/testutil"
 )
 
 // Issue 39, item 5: the first wrong move, said once. Each fx quickstart,
@@ -14,7 +16,8 @@ import (
 // it three times with a stack trace.
 func TestAQuickstartRunWithNothingSetSaysSoOnce(t *testing.T) {
 	bin := t.TempDir()
-	build := exec.Command("go", "build", "-o", bin+string(filepath.Separator), "./provider", "./gateway", "./grpc")
+	args := append([]string{"build"}, testutil.GoBuildFlags()...)
+	build := exec.Command("go", append(args, "-o", bin+string(filepath.Separator), "./provider", "./gateway", "./grpc")...)
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}

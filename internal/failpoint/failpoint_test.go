@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gracekit/gracekit/internal/failpoint"
+	"github.com/gracekit/gracekit/internal/testutil"
 )
 
 // An untagged build compiles every Inject to nothing: Enabled is false,
@@ -16,7 +17,8 @@ func TestUntaggedBuildHasNoFailpoints(t *testing.T) {
 		failpoint.Inject(failpoint.StopAfterFlush) // must not block or panic
 	}
 	// The child build has no tags whatever this binary's are.
-	out, err := exec.Command("go", "build", "-gcflags=-m", ".").CombinedOutput()
+	args := append([]string{"build"}, testutil.GoBuildFlags()...) // reuses this test's compile of the rest
+	out, err := exec.Command("go", append(args, "-gcflags=-m", ".")...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build -gcflags=-m: %v\n%s", err, out)
 	}
@@ -27,7 +29,8 @@ func TestUntaggedBuildHasNoFailpoints(t *testing.T) {
 
 // The tagged build compiles and vets: the chaos suite builds with it.
 func TestTaggedBuildVets(t *testing.T) {
-	out, err := exec.Command("go", "vet", "-tags", "gracekit_failpoints", ".").CombinedOutput()
+	args := append([]string{"vet"}, testutil.GoBuildFlags()...)
+	out, err := exec.Command("go", append(args, "-tags", "gracekit_failpoints", ".")...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go vet -tags gracekit_failpoints: %v\n%s", err, out)
 	}

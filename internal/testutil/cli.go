@@ -43,7 +43,9 @@ func BuildCLI(tb testing.TB) *CLI {
 			defer cancel()
 		}
 	}
-	out, err := exec.CommandContext(ctx, goCmd, "build", "-o", bin, CLIPackage).CombinedOutput()
+	// With the test's own build flags, so that the CLI reuses its compile.
+	args := append([]string{"build"}, GoBuildFlags()...)
+	out, err := exec.CommandContext(ctx, goCmd, append(args, "-o", bin, CLIPackage)...).CombinedOutput()
 	if err != nil {
 		tb.Fatalf("go build %s: %v\n%s", CLIPackage, err, out)
 	}
