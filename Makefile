@@ -46,8 +46,10 @@ lint: vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
 
 # -vet=off: make test runs make vet (every analyzer) first; go test's own
-# subset would check the same files again.
-TESTARGS    = -race -count=1 -vet=off -timeout 20m -p $(PROCS) -parallel $(PARALLEL) $(TESTFLAGS)
+# subset would check the same files again. -ldflags=-w: no debug info in
+# the test binaries (stack traces and race reports need none), about half
+# of each link's CPU, and make test links some seventy binaries.
+TESTARGS    = -race -count=1 -vet=off -ldflags=-w -timeout 20m -p $(PROCS) -parallel $(PARALLEL) $(TESTFLAGS)
 
 # scripts/test.sh: the library's module in the foreground, sd's two watch
 # modes' passes and the other modules beside it, their lines after its; at

@@ -60,8 +60,8 @@ func docPrograms(t *testing.T) map[string]string {
 //     library's go.mod raises it, this tidy fails with "ambiguous import"
 //     for google.golang.org/genproto/googleapis/rpc/status.
 //
-// Only the first builds: it takes the library's versions, which this
-// test's own build compiled. Building the second compiled grpc, protobuf
+// Only the first builds (readmeBinaries builds the quickstart files so):
+// it takes the library's versions, which this test's own build compiled. Building the second compiled grpc, protobuf
 // and what imports them again at their newest releases, most of this
 // test's CPU on a cold cache, and would turn make test red on an upstream
 // release with no change here. The modules run in parallel (each go
@@ -103,9 +103,20 @@ func TestEveryDocProgramBuildsInAFreshModule(t *testing.T) {
 			{"mod", "tidy"},
 		}},
 	}
+	// The quickstart files among the programs (every one, as long as
+	// TestREADMEProgramsAreTheQuickstartFiles passes) are built the
+	// README's way once, by readmeBinaries, for the tests that run them.
+	quickstart := map[string]bool{}
+	for _, src := range files(t) {
+		quickstart[src] = true
+	}
+	readmeBinaries(t)
 	errs := make([]string, len(names)*len(ways))
 	for i, name := range names {
 		for k, way := range ways {
+			if k == 0 && quickstart[progs[name]] {
+				continue
+			}
 			dir := filepath.Join(t.TempDir(), "m")
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				t.Fatal(err)

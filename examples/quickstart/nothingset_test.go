@@ -3,11 +3,8 @@ package quickstart_test
 import (
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/gracekit/gracekit/internal/testutil"
 )
 
 // Issue 39, item 5: the first wrong move, said once. Each fx quickstart,
@@ -15,12 +12,7 @@ import (
 // variable to set, a local try and docs/CONFIG.md: not fx's wrapping of
 // it three times with a stack trace.
 func TestAQuickstartRunWithNothingSetSaysSoOnce(t *testing.T) {
-	bin := t.TempDir()
-	args := append([]string{"build"}, testutil.GoBuildFlags()...)
-	build := exec.Command("go", append(args, "-o", bin+string(filepath.Separator), "./provider", "./gateway", "./grpc")...)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bins := readmeBinaries(t) // the README's programs, which are these quickstarts
 	tests := []struct {
 		give string
 		want []string // the variables named
@@ -31,7 +23,7 @@ func TestAQuickstartRunWithNothingSetSaysSoOnce(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run("the "+tt.give+" quickstart", func(t *testing.T) {
-			cmd := exec.Command(filepath.Join(bin, tt.give))
+			cmd := exec.Command(bins[tt.give])
 			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
 			b, err := cmd.CombinedOutput()
 			out := string(b)

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -33,13 +34,12 @@ import (
 // already lists), runs go mod tidy and builds them: it returns the
 // binaries by quickstart name (provider, gateway, grpc, byhand, consumer,
 // plainprovider).
-func freshModule(t *testing.T) map[string]string {
+func freshModule(t *testing.T, dir string) map[string]string {
 	t.Helper()
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
 	fs := files(t)
 	for _, block := range programs(t) {
 		name := ""
@@ -68,7 +68,9 @@ func freshModule(t *testing.T) map[string]string {
 			goVersion = v
 		}
 	}
-	gomod := fmt.Sprintf("module example.com/readme\n\ngo %s\n\nrequire github.com/gracekit/gracekit v0.0.0\n\nreplace github.com/gracekit/gracekit => %s\n", goVersion, root)
+	// The library at the examples module's version: -trimpath names its
+	// files by module@version, so any other would compile it all again.
+	gomod := fmt.Sprintf("module example.com/readme\n\ngo %s\n\nrequire github.com/gracekit/gracekit v0.0.0-00010101000000-000000000000\n\nreplace github.com/gracekit/gracekit => %s\n", goVersion, root)
 	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -99,6 +101,37 @@ func freshModule(t *testing.T) map[string]string {
 		bins[name] = filepath.Join(dir, "bin", name)
 	}
 	return bins
+}
+
+// readme holds the README's programs built once for this test binary
+// (freshModule) in a directory TestMain removes: the tests that run them
+// share one module, one tidy and one link of each.
+var readme struct {
+	sync.Mutex
+	dir  string
+	bins map[string]string
+}
+
+func readmeBinaries(t *testing.T) map[string]string {
+	t.Helper()
+	readme.Lock()
+	defer readme.Unlock()
+	if readme.bins == nil {
+		readme.bins = freshModule(t, readme.dir)
+	}
+	return readme.bins
+}
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "gracekit-quickstart-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	readme.dir = dir
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 // readmeEnv is the environment the README's shell block sets for
@@ -208,7 +241,7 @@ func registered(t *testing.T, conn testutil.ZK, service string) []string {
 // 0, its node gone, its stop summed up in one line; run with nothing set,
 // the HTTP provider exits 1 naming what to set.
 func TestQuickstartsRunAsTheREADMESays(t *testing.T) {
-	bins := freshModule(t)
+	bins := readmeBinaries(t)
 	zkc := zktest.New(t)
 	conn := testutil.ZKConn(t, zkc.Addrs())
 
