@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # make test: go test over every module (MODULES, the library's first), with
 # the sd suite's per-node watch mode (ZooKeeper 3.5's fallback) as a pass of
-# its own. The library's module runs in the foreground and its lines come as
-# they come; sd's two passes and the other modules run beside it (the tests
-# mostly wait on ZooKeeper) and their lines follow, in order. go
+# its own. The library's slow packages run in the foreground and their
+# lines come as they come; sd's two passes (the recursive one with the
+# library's small packages) and the other modules run beside them (the
+# tests mostly wait on ZooKeeper) and their lines follow, in order. go
 # test's JSON goes through testsum, which prints go test's usual lines and,
 # at the end, every failed test by name, the ten slowest and a closing count.
 set -uo pipefail
@@ -52,22 +53,27 @@ pernode_run=$("$tmp/watchmode" "${modules[0]}/sd") || exit 1
 # In the library's ./... run, go test started sd after the packages before
 # it in import-path order, 2 minutes in, and the suite ended with it.
 #
-# slowest_first DIR EXCEPT PKG...: the import paths of DIR's ./..., the
-# PKGs first (go test -p starts packages in the order given, so that none
-# of the slow ones starts last and ends the suite), without EXCEPT.
-slowest_first() {
-  local dir=$1 except=$2; shift 2
-  (cd "$dir" && { "$GO" list "$@"; "$GO" list ./...; } | awk -v x="$except" '$0 != x && !seen[$0]++')
+# The library's other packages are split in two: the slow ones in the
+# foreground, in the order given (go test -p starts packages so, and none
+# of them then starts last and ends the suite), and the rest in sd's go
+# test, beside sd. With all of them in the foreground, its last 30 s were
+# small packages one after another, each waiting on its link and start,
+# on a machine otherwise idle.
+#
+# packages DIR PKG...: the import paths of PKG... in DIR, in that order.
+packages() {
+  local dir=$1; shift
+  (cd "$dir" && "$GO" list "$@" | awk '!seen[$0]++')
 }
 labels=()
 first_pkgs=("${pkgs[@]}")
 if [ "${pkgs[*]}" = "./..." ]; then
-  mapfile -t first_pkgs < <(slowest_first "${modules[0]}" "$(cd "${modules[0]}" && "$GO" list ./sd/)" \
-    ./cmd/gracekit ./zktest ./provider ./grpcresolver ./fxmodule ./consumer ./endpoint \
-    ./internal/zkconn ./internal/zkwire ./shutdown ./shutdown/flush ./shutdown/grpcstop ./internal/testutil ./lifecycle)
-  [ "${#first_pkgs[@]}" -gt 0 ] || exit 1
-  background sd . -- "${args[@]}" ./sd/
-  labels+=("sd:sd")
+  mapfile -t first_pkgs < <(packages "${modules[0]}" ./cmd/gracekit ./zktest ./provider ./grpcresolver \
+    ./fxmodule ./consumer ./endpoint ./internal/zkconn ./internal/zkwire)
+  mapfile -t sd_pkgs < <(packages "${modules[0]}" ./sd/ ./... | grep -vxF -f <(printf '%s\n' "${first_pkgs[@]}"))
+  [ "${#first_pkgs[@]}" -gt 0 ] && [ "${#sd_pkgs[@]}" -gt 1 ] || exit 1
+  background sd . -- "${args[@]}" "${sd_pkgs[@]}"
+  labels+=("sd:sd and the library's small packages")
 fi
 background pernode . GRACEKIT_SD_WATCH_MODE=per-node -- "${args[@]}" -run "$pernode_run" ./sd/
 labels+=("pernode:sd, per-node watches")
@@ -76,7 +82,7 @@ for m in "${modules[@]:1}"; do
   if [ "${pkgs[*]}" = "./..." ] && [ "$m" = examples ]; then
     # chaos (its planted bugs built) and quickstart (the docs' programs
     # built in a fresh module) started last in import-path order.
-    mapfile -t mod_pkgs < <(slowest_first "$m" "" ./chaos ./quickstart ./cachedgw ./grpc)
+    mapfile -t mod_pkgs < <(packages "$m" ./chaos ./quickstart ./cachedgw ./grpc ./...)
     [ "${#mod_pkgs[@]}" -gt 0 ] || exit 1
   fi
   background "mod-${m//\//_}" "$m" -- "${args[@]}" "${mod_pkgs[@]}"
