@@ -429,6 +429,10 @@ func runMutantSeed(ctx context.Context, dir string, m mutant, seed int64, cfg co
 	}
 	cmd := exec.CommandContext(ctx, filepath.Join(dir, "chaos"), args...)
 	cmd.Stderr = f
+	// The seed's robustness root (kept: a caught mutant's seed fails) goes
+	// under the mutant's directory, which the mode removes when every
+	// mutant is caught; in the system's TMPDIR, each stayed behind.
+	cmd.Env = append(os.Environ(), "TMPDIR="+dir)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 30 * time.Second

@@ -27,11 +27,13 @@ func TestUntaggedBuildHasNoFailpoints(t *testing.T) {
 	}
 }
 
-// The tagged build compiles and vets: the chaos suite builds with it.
-func TestTaggedBuildVets(t *testing.T) {
-	args := append([]string{"vet"}, testutil.GoBuildFlags()...)
+// The tagged build compiles: the chaos suite builds with it. make lint
+// vets it (go vet -tags): here, that vetted the whole standard library
+// again under the tag, 12 s of CPU of a cold make test.
+func TestTaggedBuildCompiles(t *testing.T) {
+	args := append([]string{"build"}, testutil.GoBuildFlags()...)
 	out, err := exec.Command("go", append(args, "-tags", "gracekit_failpoints", ".")...).CombinedOutput()
 	if err != nil {
-		t.Fatalf("go vet -tags gracekit_failpoints: %v\n%s", err, out)
+		t.Fatalf("go build -tags gracekit_failpoints: %v\n%s", err, out)
 	}
 }
