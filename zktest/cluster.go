@@ -309,7 +309,7 @@ func (c *Cluster) WaitServing(timeout time.Duration) error {
 				notReady = fmt.Errorf("server %d (%s): %w", s.ID, s.Addr(), err)
 				break
 			}
-			if err := s.secureListening(); err != nil { // it binds after the plaintext port
+			if err := s.secureListening(deadline); err != nil { // it binds after the plaintext port
 				notReady = fmt.Errorf("server %d (%s): %w", s.ID, s.SecureAddr(), err)
 				break
 			}

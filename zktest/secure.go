@@ -1,7 +1,10 @@
 package zktest
 
 import (
+	"crypto/tls"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -112,15 +115,52 @@ func nettyClasspath(cp string) (string, error) {
 	return cp, nil
 }
 
-// secureListening tells whether the TLS port (the TLS option) accepts
-// connections; nil without one.
-func (s *Server) secureListening() error {
+// secureListening tells whether the TLS port (the TLS option) serves: it
+// answers ruok over TLS; nil without one.
+func (s *Server) secureListening(deadline time.Time) error {
 	if s.SecureClientPort == 0 {
 		return nil
 	}
-	c, err := net.DialTimeout("tcp", s.SecureAddr(), time.Second)
+	if s.pki == nil {
+		c, err := net.DialTimeout("tcp", s.SecureAddr(), time.Second)
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	}
+	// A whole TLS handshake, client certificate and all, bounded by the
+	// start's deadline, not an accepted connection: a JVM's first
+	// handshake loads and compiles its TLS code, which under make test's
+	// load took longer than a Client's per-try bound, again and again, and
+	// a test's first TLS session did not come within 30 s.
+	return s.pki.tlsAnswers(s.SecureAddr(), max(time.Until(deadline), time.Second))
+}
+
+// tlsAnswers says ruok over TLS to addr and takes an answer, or the
+// server's refusal of p's client certificate, for a server whose TLS code
+// ran. It does not check the server's certificate: tests serve expired and
+// misnamed ones on purpose.
+func (p *PKI) tlsAnswers(addr string, timeout time.Duration) error {
+	pair, err := tls.LoadX509KeyPair(p.ClientCert, p.ClientKey)
 	if err != nil {
 		return err
 	}
-	return c.Close()
+	raw, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return err
+	}
+	conn := tls.Client(raw, &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{pair}}) // a probe, see above
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(timeout))
+	_, err = conn.Write([]byte("ruok")) // after the handshake
+	if err == nil {
+		var b [4]byte
+		if _, err = io.ReadFull(conn, b[:]); err == nil {
+			return nil
+		}
+	}
+	if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "remote error" {
+		return nil // an alert: it refused the certificate, so its TLS code ran
+	}
+	return fmt.Errorf("no TLS answer: %w", err)
 }
