@@ -301,6 +301,9 @@ func (c *Cluster) WaitServing(timeout time.Duration) error {
 			if !s.Running() {
 				continue
 			}
+			if how := s.exited(); how != "" { // waiting on would see nothing but a refused port
+				return fmt.Errorf("zktest: server %d (%s) exited while starting (%s; a port of its taken?); its log ends:\n%s", s.ID, s.Addr(), how, s.logTail(20))
+			}
 			if _, err := s.Mode(); err != nil {
 				notReady = fmt.Errorf("server %d (%s): %w", s.ID, s.Addr(), err)
 				break

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -196,6 +197,33 @@ func (s *Server) Stop() error { return s.signal(syscall.SIGTERM, 5*time.Second) 
 // Kill ends the server with SIGKILL, as a crash would, and waits for it.
 func (s *Server) Kill() error { return s.signal(syscall.SIGKILL, 5*time.Second) }
 
+// exited tells how the process ended, though nobody stopped it ("" while
+// it runs or after a stop).
+func (s *Server) exited() string {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.mu.Unlock()
+	if cmd == nil || done == nil {
+		return ""
+	}
+	select {
+	case <-done: // Wait has returned: ProcessState is set
+		return cmd.ProcessState.String()
+	default:
+		return ""
+	}
+}
+
+// logTail returns the last n lines of the server's log.
+func (s *Server) logTail(n int) string {
+	b, err := os.ReadFile(filepath.Join(s.dir, "server.log"))
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(len(lines)-n, 0):], "\n")
+}
+
 // Running tells whether the process is alive.
 func (s *Server) Running() bool {
 	s.mu.Lock()
@@ -324,9 +352,16 @@ func fourLetter(addr, cmd string, timeout time.Duration) (string, error) {
 	return sb.String(), nil
 }
 
-// FreePorts reserves n distinct loopback ports by listening on port 0, then
-// releases them for a server to bind. Another process may take one in
-// between; Start retries with new ports when a server fails to come up.
+// FreePorts reserves n distinct loopback ports, then releases them for a
+// server to bind. Another process may take one in between; Start retries
+// with new ports when a server fails to come up.
+//
+// The ports are drawn below the kernel's ephemeral range
+// (ip_local_port_range), which it hands out for port 0 and as the source
+// port of every outgoing connection: a stopped server's port in that range
+// was taken by some test's connection before the server's restart could
+// bind it again (make stress: a restart "not serving after 30s", its port
+// refusing connections).
 func FreePorts(n int) ([]int, error) {
 	ports := make([]int, 0, n)
 	var ls []net.Listener
@@ -335,13 +370,39 @@ func FreePorts(n int) ([]int, error) {
 			l.Close()
 		}
 	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
+	lo, hi := reservedRange()
+	for tries := 0; len(ports) < n; tries++ {
+		var l net.Listener
+		var err error
+		if hi > lo && tries < 100*n {
+			l, err = net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(lo+rand.IntN(hi-lo)))
+			if err != nil {
+				continue // taken
+			}
+		} else if l, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 			return nil, fmt.Errorf("zktest: reserve a port: %w", err)
 		}
 		ls = append(ls, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// reservedRange is where FreePorts draws from: [lo, hi), the 12,768 ports
+// below the ephemeral range; an empty range when that is too low to leave
+// room (FreePorts then asks for port 0).
+func reservedRange() (lo, hi int) {
+	hi = 32768 // Linux's default low end
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil {
+				hi = v
+			}
+		}
+	}
+	lo = hi - 12768
+	if lo < 10000 {
+		return 0, 0
+	}
+	return lo, hi
 }

@@ -86,7 +86,7 @@ func freshModule(t *testing.T, dir string) map[string]string {
 		cmd := exec.Command("go", args...)
 		cmd.Dir = dir
 		// None of the environment's GOFLAGS but the flags that built this
-		// test (-race, -trimpath), so that the build reuses their compile.
+		// test (-race, -trimpath, -ldflags), so that the build reuses its compile.
 		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS="+testutil.GoFlags())
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("go %s in a fresh module with only a replace to the checkout: %v\n%s", strings.Join(args, " "), err, out)
