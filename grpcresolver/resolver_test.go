@@ -292,7 +292,8 @@ func TestAnEmptySetRightAfterAnOutageIsHeldThenPushed(t *testing.T) {
 	// one, an outage slowed by load expired it: the recovery read the
 	// service empty and held it, q1 registered again 1.7 s later, and the
 	// hold, rightly counted from the recovery, ended 1.3 s after that push.
-	q1 := startBackendSession(t, zkc, "q1", nil, 30*time.Second)
+	const q1Session = 30 * time.Second
+	q1 := startBackendSession(t, zkc, "q1", nil, q1Session)
 	b := newBuilder(t, startConsumer(t, zkc), grpcresolver.RecoveryHold(hold))
 	rec, _ := build(t, b, "gracekit:///quotes")
 	rec.waitIDs(t, "q1")
@@ -315,8 +316,11 @@ func TestAnEmptySetRightAfterAnOutageIsHeldThenPushed(t *testing.T) {
 	if got := q1.reg.Czxid(); got != czxid {
 		t.Fatalf("q1 registered again during the outage (czxid %d, was %d): its session expired, so the recovery's push is not when the hold started", got, czxid)
 	}
-	// The provider reconnects after the whole ensemble restarted.
-	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitLimit)
+	// The provider reconnects after the whole ensemble restarted. A try
+	// it began while the server was starting may wait its whole
+	// handshake bound, the session timeout (a cold make test once saw the
+	// deregister's bound, WaitLimit alone, end first): so both.
+	ctx, cancel := context.WithTimeout(context.Background(), q1Session+testutil.WaitLimit)
 	defer cancel()
 	if err := q1.reg.DeregisterContext(ctx); err != nil {
 		t.Fatal(err)
