@@ -61,11 +61,11 @@ func docPrograms(t *testing.T) map[string]string {
 //     for google.golang.org/genproto/googleapis/rpc/status.
 //
 // Only the first builds (readmeBinaries builds the quickstart files so):
-// it takes the library's versions, which this test's own build compiled. Building the second compiled grpc, protobuf
-// and what imports them again at their newest releases, most of this
-// test's CPU on a cold cache, and would turn make test red on an upstream
-// release with no change here. The modules run in parallel (each go
-// command is a separate process).
+// it takes the library's versions, which this test's own build compiled.
+// Building the second compiled grpc, protobuf and what imports them again
+// at their newest releases, most of this test's CPU on a cold cache, and
+// would turn make test red on an upstream release with no change here.
+// The modules run in parallel (each go command is a separate process).
 func TestEveryDocProgramBuildsInAFreshModule(t *testing.T) {
 	root, err := filepath.Abs("../..")
 	if err != nil {
