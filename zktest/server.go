@@ -390,8 +390,9 @@ func FreePorts(n int) ([]int, error) {
 
 // reservedRange is where FreePorts draws from: [lo, hi), the 12,768 ports
 // below the ephemeral range; an empty range when that is too low to leave
-// room (FreePorts then asks for port 0).
-func reservedRange() (lo, hi int) {
+// room (FreePorts then asks for port 0). Read once: FreePorts is called
+// for every server a test binary starts.
+var reservedRange = sync.OnceValues(func() (lo, hi int) {
 	hi = 32768 // Linux's default low end
 	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
 		if f := strings.Fields(string(b)); len(f) == 2 {
@@ -405,4 +406,4 @@ func reservedRange() (lo, hi int) {
 		return 0, 0
 	}
 	return lo, hi
-}
+})
